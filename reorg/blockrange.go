@@ -52,8 +52,8 @@ func (h *Hash) UnmarshalText(b []byte) error {
 // batch's app_metadata: blocks Start..=End, Hash of block End, PrevHash of the
 // parent of block Start.
 //
-// BlockRange is comparable: two ranges are equal when every field is, which
-// is the equality the reorg rule uses.
+// The reorg rule compares ranges with [BlockRange.Same]: every field except
+// Timestamp, as the Rust client does (its BlockRange has no timestamp).
 type BlockRange struct {
 	// Network is the network id, e.g. "mainnet".
 	Network string
@@ -77,6 +77,13 @@ type BlockRange struct {
 // String formats the range for errors and logs: "mainnet 100..=102 (0x…)".
 func (r BlockRange) String() string {
 	return fmt.Sprintf("%s %d..=%d (%s)", r.Network, r.Start, r.End, r.Hash)
+}
+
+// Same reports whether r and o are the same range: equal in every field but
+// Timestamp.
+func (r BlockRange) Same(o BlockRange) bool {
+	return r.Network == o.Network && r.Start == o.Start && r.End == o.End && r.Hash == o.Hash &&
+		r.HasPrevHash == o.HasPrevHash && (!r.HasPrevHash || r.PrevHash == o.PrevHash)
 }
 
 // Blocks returns the number of blocks in the range.

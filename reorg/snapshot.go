@@ -1,5 +1,7 @@
 package reorg
 
+import "fmt"
+
 // Watermark is one retained completed microbatch: the sequence number of its
 // Watermark event and its ranges.
 type Watermark struct {
@@ -8,6 +10,9 @@ type Watermark struct {
 	// Ranges are the microbatch's ranges, one per network.
 	Ranges []BlockRange `json:"ranges"`
 }
+
+// BatchID returns BatchID(w.Ranges), the Kafka key of the microbatch's rows.
+func (w Watermark) BatchID() string { return BatchID(w.Ranges) }
 
 // Snapshot is the serialisable state of the state machine: the part of the
 // stream's checkpoint this package owns (amp-protocol.md §5.4). It is taken
@@ -18,6 +23,12 @@ type Snapshot struct {
 	// Watermarks are the committed watermarks within retention, oldest
 	// first. The last one is the resume cursor.
 	Watermarks []Watermark `json:"watermarks"`
+	// Incomplete is true when Watermarks do not reach back to the stream's
+	// first block: retention pruned older ones, or the snapshot was seeded
+	// from a cursor (e.g. the backfill hand-over). A reorg below the oldest
+	// watermark is then unrecoverable; when false it is recovered by undoing
+	// everything and restarting from the earliest block.
+	Incomplete bool `json:"incomplete,omitempty"`
 }
 
 // Cursor returns the resume cursor of the snapshot: the ranges of its newest
@@ -27,4 +38,49 @@ func (s Snapshot) Cursor() Cursor {
 		return nil
 	}
 	return CursorFromRanges(s.Watermarks[len(s.Watermarks)-1].Ranges)
+}
+
+// Validate checks that the snapshot is one the machine can have written:
+// watermark sequence numbers strictly increasing and below Next, every
+// watermark with valid ranges for the same networks.
+func (s Snapshot) Validate() error {
+	for i, w := range s.Watermarks {
+		if len(w.Ranges) == 0 {
+			return fmt.Errorf("reorg: snapshot watermark seq %d has no ranges; the checkpoint is corrupt: "+
+				"restore it from the control topic or use `bridge rewind`", w.Seq)
+		}
+		if err := Validate(nil, w.Ranges); err != nil {
+			return fmt.Errorf("reorg: checking snapshot watermark seq %d: %w", w.Seq, err)
+		}
+		if w.Seq >= s.Next {
+			return fmt.Errorf("reorg: snapshot watermark seq %d is not below next %d; the checkpoint is corrupt: "+
+				"restore it from the control topic or use `bridge rewind`", w.Seq, s.Next)
+		}
+		if i == 0 {
+			continue
+		}
+		prev := s.Watermarks[i-1]
+		if w.Seq <= prev.Seq {
+			return fmt.Errorf("reorg: snapshot watermark seq %d follows seq %d; the checkpoint is corrupt: "+
+				"restore it from the control topic or use `bridge rewind`", w.Seq, prev.Seq)
+		}
+		if len(w.Ranges) != len(prev.Ranges) {
+			return fmt.Errorf("reorg: snapshot watermarks seq %d and %d have different networks; the checkpoint is corrupt",
+				prev.Seq, w.Seq)
+		}
+		for _, r := range w.Ranges {
+			if _, ok := rangeOf(prev.Ranges, r.Network); !ok {
+				return fmt.Errorf("reorg: snapshot watermark seq %d has network %q that seq %d lacks; the checkpoint is corrupt",
+					w.Seq, r.Network, prev.Seq)
+			}
+		}
+	}
+	return nil
+}
+
+// clone returns a copy whose Watermarks slice is not shared (the ranges,
+// which are never modified, are).
+func (s Snapshot) clone() Snapshot {
+	s.Watermarks = append([]Watermark(nil), s.Watermarks...)
+	return s
 }

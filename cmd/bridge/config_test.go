@@ -1,0 +1,120 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func envMap(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "bridge.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+	return p
+}
+
+const minimalYAML = `
+kafka:
+  brokers: [127.0.0.1:9092]
+streams:
+  - id: txs
+    sql: SELECT * FROM eth.transactions
+`
+
+func TestLoadConfigDefaults(t *testing.T) {
+	c, err := LoadConfig(writeConfig(t, minimalYAML), envMap(nil))
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:1602", c.Amp.Addr)
+	assert.Equal(t, ExactlyOnce, c.Kafka.Delivery)
+	assert.Equal(t, "amp.{stream}", c.Streams[0].Topic)
+	assert.Equal(t, uint64(128), c.Streams[0].RetentionBlocks)
+	assert.Equal(t, 50000, c.Streams[0].Transaction.MaxRows)
+	assert.Equal(t, 100*time.Millisecond, c.Streams[0].Transaction.MaxAge)
+	assert.Equal(t, ByteSize(64<<20), c.Amp.MaxRecvBytes)
+}
+
+func TestLoadConfigEnvOverridesAndSecrets(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("file-token\n"), 0o600))
+	c, err := LoadConfig(writeConfig(t, minimalYAML+"amp:\n  token_file: "+tokenFile+"\n"), envMap(map[string]string{
+		"BRIDGE_KAFKA_BROKERS":                   "a:1, b:2",
+		"BRIDGE_STREAMS_0_SQL":                   "SELECT 1",
+		"BRIDGE_STREAMS_0_TRANSACTION_MAX_AGE":   "250ms",
+		"BRIDGE_AMP_MAX_RECV_BYTES":              "128MiB",
+		"BRIDGE_KAFKA_SASL_PASSWORD":             "hunter2",
+		"BRIDGE_STREAMS_0_RETENTION_BLOCKS":      "256",
+		"BRIDGE_CHECKPOINT_REDIS_PASSWORD":       "pw",
+		"BRIDGE_UNRELATED_VARIABLE_IS_IGNORED_1": "x",
+	}))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a:1", "b:2"}, c.Kafka.Brokers)
+	assert.Equal(t, "SELECT 1", c.Streams[0].SQL)
+	assert.Equal(t, 250*time.Millisecond, c.Streams[0].Transaction.MaxAge)
+	assert.Equal(t, ByteSize(128<<20), c.Amp.MaxRecvBytes)
+	assert.Equal(t, uint64(256), c.Streams[0].RetentionBlocks)
+	assert.Equal(t, Secret("file-token"), c.Amp.Token)
+	assert.Equal(t, Secret("hunter2"), c.Kafka.SASL.Password)
+	assert.NotContains(t, fmt.Sprintf("%v %+v %#v", c, c, c), "hunter2", "secrets never print")
+	assert.NotContains(t, fmt.Sprintf("%+v", c.Amp), "file-token")
+}
+
+func TestLoadConfigErrors(t *testing.T) {
+	tests := []struct {
+		name        string
+		yaml        string
+		env         map[string]string
+		errContains []string
+	}{
+		{"unknown key", minimalYAML + "bogus: 1\n", nil, []string{"bogus"}},
+		{"no brokers", "streams: [{id: a, sql: x}]\n", nil, []string{"kafka.brokers", "BRIDGE_KAFKA_BROKERS"}},
+		{"no streams", "kafka: {brokers: [a:1]}\n", nil, []string{"streams", "at least one"}},
+		{"bad id", "kafka: {brokers: [a:1]}\nstreams: [{id: Bad!, sql: x}]\n", nil, []string{"streams[0] (Bad!).id", "lowercase"}},
+		{"dup id", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x}, {id: a, sql: y}]\n", nil, []string{"used by two streams"}},
+		{"empty sql", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: ' '}]\n", nil, []string{"streams[0] (a).sql"}},
+		{"row key without columns", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, key: row}]\n", nil, []string{"key_columns", "key: row"}},
+		{"bad envelope", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, envelope: json}]\n", nil, []string{"envelope", "debezium or flat"}},
+		{"bad retraction", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, retraction: none}]\n", nil, []string{"retraction"}},
+		{"bad topic", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, topic: 'a b'}]\n", nil, []string{"topic"}},
+		{"bad delivery", minimalYAML + "", map[string]string{"BRIDGE_KAFKA_DELIVERY": "maybe-once"}, []string{"kafka.delivery", "exactly-once or at-least-once"}},
+		{"bad compression", minimalYAML, map[string]string{"BRIDGE_KAFKA_COMPRESSION": "brotli"}, []string{"kafka.compression"}},
+		{"small recv", minimalYAML, map[string]string{"BRIDGE_AMP_MAX_RECV_BYTES": "4MiB"}, []string{"amp.max_recv_bytes", "32MiB"}},
+		{"bad size", minimalYAML, map[string]string{"BRIDGE_AMP_MAX_RECV_BYTES": "lots"}, []string{"BRIDGE_AMP_MAX_RECV_BYTES", "unit"}},
+		{"bad duration", minimalYAML, map[string]string{"BRIDGE_STREAMS_0_TRANSACTION_MAX_AGE": "soon"}, []string{"BRIDGE_STREAMS_0_TRANSACTION_MAX_AGE", "duration"}},
+		{"sasl without password", minimalYAML, map[string]string{"BRIDGE_KAFKA_SASL_MECHANISM": "PLAIN", "BRIDGE_KAFKA_SASL_USERNAME": "u"}, []string{"kafka.sasl", "password"}},
+		{"bad store", minimalYAML, map[string]string{"BRIDGE_CHECKPOINT_STORE": "s3"}, []string{"checkpoint.store", "redis or file"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := LoadConfig(writeConfig(t, tt.yaml), envMap(tt.env))
+			require.Error(t, err)
+			for _, s := range tt.errContains {
+				assert.Contains(t, err.Error(), s)
+			}
+		})
+	}
+}
+
+func TestParseByteSize(t *testing.T) {
+	for in, want := range map[string]ByteSize{"1": 1, "2KiB": 2048, "3 MiB": 3 << 20, "1GB": 1e9, "10B": 10} {
+		got, err := parseByteSize(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"", "-1", "1.5MiB", "MiB", "12XB"} {
+		_, err := parseByteSize(in)
+		assert.Error(t, err, in)
+		if err != nil {
+			assert.True(t, strings.Contains(err.Error(), "unit"), in)
+		}
+	}
+}

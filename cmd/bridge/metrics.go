@@ -1,0 +1,62 @@
+package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// bridgeMetrics are the bridge's own metrics (kafka-conventions.md
+// §metrics); franz-go's client metrics come through kprom in the sink.
+type bridgeMetrics struct {
+	polled           *prometheus.CounterVec
+	batchesCommitted *prometheus.CounterVec
+	txnCommitted     *prometheus.CounterVec
+	txnAborted       *prometheus.CounterVec
+	txnSeconds       *prometheus.HistogramVec
+	reorgs           *prometheus.CounterVec
+	reorgDepth       *prometheus.HistogramVec
+	retractions      *prometheus.CounterVec
+	reconnects       *prometheus.CounterVec
+	restarts         *prometheus.CounterVec
+	reconciliations  *prometheus.CounterVec
+	checkpointTime   *prometheus.GaugeVec
+	checkpointErrors *prometheus.CounterVec
+}
+
+// newBridgeMetrics registers the metrics on reg (nil: not registered).
+func newBridgeMetrics(reg prometheus.Registerer) *bridgeMetrics {
+	const ns = "amp_bridge"
+	stream := []string{"stream"}
+	m := &bridgeMetrics{
+		polled: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "records_polled_total",
+			Help: "Rows received from Amp."}, stream),
+		batchesCommitted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "batches_committed_total",
+			Help: "Microbatches committed to Kafka."}, stream),
+		txnCommitted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "stream_txn_commits_total",
+			Help: "Kafka transactions committed by the run loop."}, stream),
+		txnAborted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "txn_aborts_total",
+			Help: "Kafka transactions aborted by the run loop (reorgs, reconnects, shutdown)."}, stream),
+		txnSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "txn_commit_seconds",
+			Help: "Duration of committed transactions, from begin to commit.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}, stream),
+		reorgs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "reorgs_total",
+			Help: "Reorganisations detected."}, stream),
+		reorgDepth: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "reorg_depth_blocks",
+			Help: "Blocks invalidated per reorg.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}, stream),
+		retractions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "retractions_total",
+			Help: "Rows retracted after reorgs."}, stream),
+		reconnects: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "amp_reconnects_total",
+			Help: "Reconnects of the Amp stream."}, stream),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "stream_restarts_total",
+			Help: "Restarts of a stream from its checkpoint after an unknown transaction outcome."}, stream),
+		reconciliations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "reconciliations_total",
+			Help: "Checkpoint reconciliations with Kafka at start, by outcome."}, []string{"stream", "outcome"}),
+		checkpointTime: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "checkpoint_timestamp_seconds",
+			Help: "Unix time of the last stored checkpoint (checkpoint age = time() - this)."}, stream),
+		checkpointErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "checkpoint_errors_total",
+			Help: "Checkpoint store commits that failed (Kafka kept the state; the next start repairs the store)."}, stream),
+	}
+	if reg != nil {
+		reg.MustRegister(m.polled, m.batchesCommitted, m.txnCommitted, m.txnAborted, m.txnSeconds, m.reorgs, m.reorgDepth,
+			m.retractions, m.reconnects, m.restarts, m.reconciliations, m.checkpointTime, m.checkpointErrors)
+	}
+	return m
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/sr"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
+)
+
+// bridge is every shared component of a running bridge.
+type bridge struct {
+	cfg      *Config
+	log      *slog.Logger
+	reg      *prometheus.Registry
+	metrics  *bridgeMetrics
+	amp      *source.Client
+	kafka    sink.Config
+	admin    *sink.Admin
+	store    offsets.Store
+	closers  []func()
+	registry *encode.Registry
+	control  *encode.ControlCodec
+	ready    atomic.Bool
+	events   func(streamEvent)
+}
+
+func newLogger(cfg LogConfig, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.Level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// sinkConfig maps the bridge config onto the sink's.
+func sinkConfig(c *Config) sink.Config {
+	k := sink.DefaultConfig()
+	k.Brokers = c.Kafka.Brokers
+	k.Delivery = sink.Delivery(c.Kafka.Delivery)
+	k.TransactionalIDPrefix = c.Kafka.TransactionalIDPrefix
+	k.Compression = sink.Compression(c.Kafka.Compression)
+	k.MaxBufferedBytes = int(c.Kafka.MaxBufferedBytes)
+	k.TLS = sink.TLSConfig{Enabled: c.Kafka.TLS.Enabled, CAFile: c.Kafka.TLS.CAFile, CertFile: c.Kafka.TLS.CertFile,
+		KeyFile: c.Kafka.TLS.KeyFile, ServerName: c.Kafka.TLS.ServerName}
+	k.SASL = sink.SASLConfig{Mechanism: sink.SASLMechanism(c.Kafka.SASL.Mechanism), Username: c.Kafka.SASL.Username,
+		Password: string(c.Kafka.SASL.Password)}
+	return k
+}
+
+// sourceConfig maps the bridge config onto the source's.
+func sourceConfig(c *Config) source.Config {
+	s := source.DefaultConfig()
+	s.Addr = c.Amp.Addr
+	s.TLS = source.TLSConfig{Enabled: c.Amp.TLS.Enabled, CAFile: c.Amp.TLS.CAFile, CertFile: c.Amp.TLS.CertFile,
+		KeyFile: c.Amp.TLS.KeyFile, ServerName: c.Amp.TLS.ServerName}
+	s.Token = string(c.Amp.Token)
+	s.MaxRecvMsgSize = int(c.Amp.MaxRecvBytes)
+	s.Backoff.Initial = c.Amp.ReconnectMin
+	s.Backoff.Max = c.Amp.ReconnectMax
+	return s
+}
+
+// newBridge connects every shared component. The store may be given (demo);
+// otherwise it is built from the config.
+func newBridge(ctx context.Context, cfg *Config, log *slog.Logger, store offsets.Store) (*bridge, error) {
+	b := &bridge{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	b.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	b.metrics = newBridgeMetrics(b.reg)
+	var err error
+	if b.amp, err = source.New(sourceConfig(cfg), source.Deps{Logger: log.With("component", "source")}); err != nil {
+		return nil, fmt.Errorf("configuring the Amp client: %w", err)
+	}
+	b.closers = append(b.closers, func() { _ = b.amp.Close() })
+	b.kafka = sinkConfig(cfg)
+	sdeps := sink.Deps{Logger: log.With("component", "sink"), Registerer: b.reg}
+	if b.admin, err = sink.NewAdmin(ctx, b.kafka, sdeps); err != nil {
+		b.close()
+		return nil, fmt.Errorf("connecting to Kafka: %w", err)
+	}
+	b.closers = append(b.closers, b.admin.Close)
+	if b.store = store; b.store == nil {
+		switch cfg.Checkpoint.Store {
+		case "file":
+			fs, err := offsets.NewFileStore(cfg.Checkpoint.Dir, log.With("component", "offsets"))
+			if err != nil {
+				b.close()
+				return nil, fmt.Errorf("opening the checkpoint directory: %w", err)
+			}
+			b.store = fs
+		default:
+			rc := cfg.Checkpoint.Redis
+			rs, err := offsets.NewRedisStore(ctx, offsets.RedisConfig{Addr: rc.Addr, Username: rc.Username, Password: string(rc.Password),
+				DB: rc.DB, KeyPrefix: rc.KeyPrefix + ":", TLS: offsets.RedisTLS{Enabled: rc.TLS.Enabled, CAFile: rc.TLS.CAFile,
+					CertFile: rc.TLS.CertFile, KeyFile: rc.TLS.KeyFile, ServerName: rc.TLS.ServerName}}, log.With("component", "offsets"))
+			if err != nil {
+				b.close()
+				return nil, fmt.Errorf("connecting to the Redis checkpoint store: %w", err)
+			}
+			b.store = rs
+			b.closers = append(b.closers, func() { _ = rs.Close() })
+		}
+	}
+	if cfg.Registry.URL != "" {
+		opts := []sr.ClientOpt{sr.URLs(cfg.Registry.URL)}
+		if cfg.Registry.Username != "" {
+			opts = append(opts, sr.BasicAuth(cfg.Registry.Username, string(cfg.Registry.Password)))
+		}
+		cl, err := sr.NewClient(opts...)
+		if err != nil {
+			b.close()
+			return nil, fmt.Errorf("configuring the schema registry client: %w", err)
+		}
+		b.registry = encode.NewRegistry(cl)
+	}
+	if b.control, err = encode.NewControlCodec(); err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *bridge) close() {
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		b.closers[i]()
+	}
+	b.closers = nil
+}
+
+func (b *bridge) runner(sc StreamConfig) *streamRunner {
+	log := b.log.With("stream", sc.ID)
+	return &streamRunner{cfg: sc, log: log, deps: streamDeps{
+		log: log, metrics: b.metrics, amp: b.amp, kafka: b.kafka,
+		sinkDeps: sink.Deps{Logger: log.With("component", "sink")},
+		admin:    b.admin, store: b.store, registry: b.registry, control: b.control,
+		version: buildVersion(), now: time.Now, events: b.events,
+		kafkaControlTopic: b.cfg.Kafka.ControlTopic, kafkaReplication: b.cfg.Kafka.ReplicationFactor,
+	}}
+}
+
+// run runs every stream until ctx ends; the first stream to fail stops the
+// others.
+func (b *bridge) run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for _, sc := range b.cfg.Streams {
+		r := b.runner(sc)
+		g.Go(func() error { return r.run(gctx) })
+	}
+	b.ready.Store(true)
+	defer b.ready.Store(false)
+	return g.Wait()
+}
+
+// serveHTTP serves /metrics, /livez and /readyz until ctx ends.
+func (b *bridge) serveHTTP(ctx context.Context, addr string) (func(), error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(b.reg, promhttp.HandlerOpts{Registry: b.reg}))
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !b.ready.Load() {
+			http.Error(w, "not ready: connecting to Amp, Kafka, the registry or the checkpoint store", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	lc := net.ListenConfig{}
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening for metrics on %s (config http.addr): %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			b.log.Warn("metrics server stopped", "err", err)
+		}
+	}()
+	b.log.Info("serving /metrics, /livez, /readyz", "addr", ln.Addr().String())
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-done
+	}, nil
+}
+
+func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	path := fs.String("c", "bridge.yaml", "configuration file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := LoadConfig(*path, os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.Log, stderr)
+	b, err := newBridge(ctx, cfg, log, nil)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	stop, err := b.serveHTTP(ctx, cfg.HTTP.Addr)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	log.Info("bridge starting", "version", buildVersion(), "streams", len(cfg.Streams), "amp", cfg.Amp.Addr,
+		"kafka", cfg.Kafka.Brokers, "delivery", cfg.Kafka.Delivery, "checkpoint", cfg.Checkpoint.Store)
+	return b.run(ctx)
+}

@@ -1,0 +1,737 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
+)
+
+// Header names written on every data record (design.md §4).
+const (
+	headerBatchID = "amp-batch-id"
+	headerOp      = sink.HeaderOp
+	headerNetwork = "amp-network"
+	headerRange   = "amp-range"
+	headerStream  = "amp-stream"
+	controlGroup  = "\x00control"
+)
+
+// errRestart asks the stream's supervisor to rebuild the stream from its
+// checkpoint and Kafka: a transaction's outcome is unknown, or state in
+// memory can no longer be trusted.
+var errRestart = errors.New("restarting the stream from its checkpoint")
+
+// streamDeps are what a stream runner is built from; cmd wires them.
+type streamDeps struct {
+	log      *slog.Logger
+	metrics  *bridgeMetrics
+	amp      *source.Client
+	kafka    sink.Config
+	sinkDeps sink.Deps
+	admin    *sink.Admin
+	store    offsets.Store
+	registry *encode.Registry // nil: single-object encoding
+	control  *encode.ControlCodec
+	version  string
+	now      func() time.Time
+	// kafkaControlTopic and kafkaReplication come from the kafka config.
+	kafkaControlTopic string
+	kafkaReplication  int
+	// events receives a line per published or retracted batch (bridge demo);
+	// nil means none.
+	events func(streamEvent)
+}
+
+// streamEvent is a human-readable account of one thing a stream did.
+type streamEvent struct {
+	Stream  string
+	Kind    string // "commit", "retract", "reorg", "reconnect", "resume"
+	BatchID string
+	Ranges  []reorg.BlockRange
+	Rows    int
+	Detail  string
+}
+
+// pendingBatch is a complete microbatch inside the open transaction.
+type pendingBatch struct {
+	wm   reorg.Event
+	rows int
+}
+
+// streamRunner publishes one stream. It is driven by a single goroutine.
+type streamRunner struct {
+	cfg  StreamConfig
+	deps streamDeps
+	log  *slog.Logger
+
+	schema      *arrow.Schema
+	fingerprint string
+	enc         *encode.Encoder
+	retractor   *encode.Retractor
+	topic       string
+	out         encode.Batch
+	ctlBuf      []byte
+
+	prod    *sink.Producer
+	reader  *sink.Reader
+	machine *reorg.Machine
+	stream  *source.Stream
+
+	// committed is the last checkpoint the store accepted (its Version is
+	// what the next commit must follow); batches is the committed batch log.
+	committed offsets.Checkpoint
+	resume    reorg.Cursor
+
+	// The open transaction.
+	txnOpen   bool
+	txnBegan  time.Time
+	txnRows   int
+	pending   []pendingBatch
+	dirty     bool // Data after the last pending watermark
+	undo      []encode.Undo
+	rowOffset map[string]int64
+}
+
+// fingerprintOf identifies a stream's SQL and Arrow schema.
+func fingerprintOf(sql string, s *arrow.Schema) string {
+	sum := sha256.Sum256([]byte(strings.TrimSpace(sql) + "\n" + s.String()))
+	return hex.EncodeToString(sum[:16])
+}
+
+// topicFor resolves the data topic template.
+func topicFor(template, stream string) string {
+	return strings.ReplaceAll(template, "{stream}", stream)
+}
+
+// run publishes the stream until ctx ends or a permanent error. A restart
+// error rebuilds everything from the checkpoint and Kafka.
+func (r *streamRunner) run(ctx context.Context) error {
+	for {
+		err := r.runOnce(ctx)
+		r.close(ctx)
+		if errors.Is(err, errRestart) && ctx.Err() == nil {
+			r.log.Warn("restarting stream from its checkpoint", "err", err)
+			r.deps.metrics.restarts.WithLabelValues(r.cfg.ID).Inc()
+			continue
+		}
+		if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+			return nil
+		}
+		return err
+	}
+}
+
+func (r *streamRunner) close(ctx context.Context) {
+	if r.stream != nil {
+		_ = r.stream.Close()
+		r.stream = nil
+	}
+	if r.prod != nil {
+		if err := r.prod.Close(context.WithoutCancel(ctx)); err != nil {
+			r.log.Warn("closing producer", "err", err)
+		}
+		r.prod = nil
+	}
+	if r.reader != nil {
+		r.reader.Close()
+		r.reader = nil
+	}
+	r.txnOpen, r.pending, r.undo, r.dirty, r.txnRows = false, nil, nil, false, 0
+	r.out.Reset()
+}
+
+// setup prepares schemas, topics, the producer (which fences a previous
+// instance and aborts its open transaction) and the checkpoint.
+func (r *streamRunner) setup(ctx context.Context) error {
+	schema, err := r.deps.amp.Schema(ctx, r.cfg.SQL)
+	if err != nil {
+		return fmt.Errorf("planning the stream's SQL at Amp: %w", err)
+	}
+	r.schema = schema
+	r.fingerprint = fingerprintOf(r.cfg.SQL, schema)
+	r.topic = topicFor(r.cfg.Topic, r.cfg.ID)
+	if strings.Contains(r.topic, "{network}") {
+		return fmt.Errorf("config streams (%s).topic: {network} is not supported yet; name the topic with {stream} or literally", r.cfg.ID)
+	}
+	encCfg := encode.Config{Stream: r.cfg.ID, Topic: r.topic, KeyColumns: r.cfg.KeyColumns, Version: r.deps.version}
+	if encCfg.Envelope, err = encode.ParseEnvelope(r.cfg.Envelope); err != nil {
+		return fmt.Errorf("config streams (%s).envelope: %w", r.cfg.ID, err)
+	}
+	if r.enc, err = encode.NewEncoder(encCfg, schema); err != nil {
+		return fmt.Errorf("compiling the Avro encoder of stream %s: %w", r.cfg.ID, err)
+	}
+	if r.deps.registry != nil {
+		if err := r.deps.registry.Prepare(ctx, r.topic, r.enc); err != nil {
+			return fmt.Errorf("registering the schemas of stream %s: %w", r.cfg.ID, err)
+		}
+	} else {
+		vf, err := encode.SingleObjectFraming(r.enc.Schemas().Value)
+		if err != nil {
+			return err
+		}
+		var kf encode.Framing
+		if r.enc.Schemas().Key != "" {
+			if kf, err = encode.SingleObjectFraming(r.enc.Schemas().Key); err != nil {
+				return err
+			}
+		}
+		r.enc.SetFraming(vf, kf)
+	}
+	r.retractor = encode.NewRetractor()
+	if err := r.retractor.Add(r.enc.ValueFraming(), r.enc.Schemas().Value); err != nil {
+		return err
+	}
+
+	keyMode, cleanup := sink.KeyBatch, sink.CleanupDelete
+	if r.cfg.Key == KeyRow {
+		keyMode = sink.KeyRow
+	}
+	if _, err := r.deps.admin.EnsureTopics(ctx,
+		sink.TopicSpec{Name: r.topic, Kind: sink.TopicData, KeyMode: keyMode, Partitions: int32(r.cfg.Partitions),
+			ReplicationFactor: int16(r.deps.replicationFactor()), CleanupPolicy: cleanup},
+		sink.TopicSpec{Name: r.deps.controlTopic(), Kind: sink.TopicControl, Partitions: 1,
+			ReplicationFactor: int16(r.deps.replicationFactor())},
+	); err != nil {
+		return fmt.Errorf("preparing the topics of stream %s: %w", r.cfg.ID, err)
+	}
+
+	// The producer first: initialising the transactional id fences a
+	// previous instance and aborts its open transaction, so the control
+	// topic's last stable offset moves past it before we read.
+	if r.prod, err = sink.NewProducer(ctx, r.deps.kafka, r.cfg.ID, r.deps.sinkDeps); err != nil {
+		return fmt.Errorf("starting the producer of stream %s: %w", r.cfg.ID, err)
+	}
+	if r.reader, err = sink.NewReader(ctx, r.deps.kafka, r.deps.sinkDeps); err != nil {
+		return fmt.Errorf("starting the reader of stream %s: %w", r.cfg.ID, err)
+	}
+	dec, err := offsets.Recover(ctx, r.deps.store, &controlReader{reader: r.reader, codec: r.deps.control, topic: r.deps.controlTopic()},
+		r.cfg.ID, r.fingerprint, r.deps.now())
+	r.deps.metrics.reconciliations.WithLabelValues(r.cfg.ID, dec.Outcome.String()).Inc()
+	if err != nil {
+		return fmt.Errorf("reconciling the checkpoint of stream %s with Kafka: %w", r.cfg.ID, err)
+	}
+	r.committed = dec.Checkpoint
+	r.log.Info("checkpoint reconciled", "outcome", dec.Outcome.String(), "version", r.committed.Version,
+		"cursor", cursorText(r.committed.Cursor()), "retained_batches", len(r.committed.Batches))
+	rcfg := reorg.DefaultConfig()
+	rcfg.Retention = r.cfg.RetentionBlocks
+	if r.machine, err = reorg.New(rcfg, r.committed.Snapshot); err != nil {
+		return fmt.Errorf("restoring the reorg state of stream %s: %w", r.cfg.ID, err)
+	}
+	for _, ev := range r.machine.Start() {
+		// A Rewind covers only events after the last committed watermark:
+		// they were in aborted or never-committed transactions, invisible
+		// to read_committed consumers, so nothing needs retracting.
+		r.log.Info("rewinding uncommitted events after a restart", "first_seq", ev.First, "last_seq", ev.Last)
+	}
+	r.resume = r.committed.Cursor()
+	r.rowOffset = map[string]int64{}
+	return nil
+}
+
+func (d streamDeps) controlTopic() string   { return d.kafkaControlTopic }
+func (d streamDeps) replicationFactor() int { return d.kafkaReplication }
+
+func cursorText(c reorg.Cursor) string {
+	if len(c) == 0 {
+		return "(start)"
+	}
+	s, err := c.Header()
+	if err != nil {
+		return err.Error()
+	}
+	return s
+}
+
+func (r *streamRunner) runOnce(ctx context.Context) error {
+	if err := r.setup(ctx); err != nil {
+		return err
+	}
+	if err := r.open(ctx); err != nil {
+		return err
+	}
+	for {
+		env, err := r.stream.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return r.shutdown(ctx)
+			}
+			return fmt.Errorf("reading stream %s from Amp: %w", r.cfg.ID, err)
+		}
+		if err := r.handle(ctx, env); err != nil {
+			if ctx.Err() != nil {
+				return r.shutdown(ctx)
+			}
+			return err
+		}
+	}
+}
+
+// open (re)opens the Amp stream from r.resume.
+func (r *streamRunner) open(ctx context.Context) error {
+	if r.stream != nil {
+		_ = r.stream.Close()
+	}
+	s, err := r.deps.amp.Stream(ctx, r.cfg.SQL, func() reorg.Cursor { return r.resume })
+	if err != nil {
+		return fmt.Errorf("opening stream %s at Amp: %w", r.cfg.ID, err)
+	}
+	r.stream = s
+	return nil
+}
+
+func (r *streamRunner) handle(ctx context.Context, env source.Envelope) error {
+	defer env.Release()
+	if env.Kind == source.KindReconnect {
+		r.deps.metrics.reconnects.WithLabelValues(r.cfg.ID).Inc()
+		r.emit(streamEvent{Kind: "reconnect", Detail: fmt.Sprint(env.Cause)})
+		// The source resumes from r.resume; everything not committed is
+		// replayed, so drop it.
+		if err := r.rollback(ctx, "amp stream reconnected"); err != nil {
+			return err
+		}
+		return nil
+	}
+	rows := 0
+	if env.Batch != nil {
+		rows = int(env.Batch.NumRows())
+		r.deps.metrics.polled.WithLabelValues(r.cfg.ID).Add(float64(rows))
+	}
+	events, err := r.machine.Apply(env.Ranges, env.Complete, rows)
+	var reconnect *reorg.ReconnectError
+	if err != nil && !errors.As(err, &reconnect) {
+		return fmt.Errorf("stream %s: %w", r.cfg.ID, err)
+	}
+	for _, ev := range events {
+		switch ev.Kind {
+		case reorg.KindData:
+			if err := r.data(ctx, ev, env); err != nil {
+				return err
+			}
+		case reorg.KindWatermark:
+			r.pending = append(r.pending, pendingBatch{wm: ev, rows: int(r.rowOffset[ev.BatchID])})
+			delete(r.rowOffset, ev.BatchID)
+			r.dirty = false
+		case reorg.KindUndo:
+			replayed, err := r.undoEvent(ctx, ev)
+			if err != nil {
+				return err
+			}
+			if replayed {
+				return nil // the rest of this Apply is void; the stream reopened
+			}
+		}
+	}
+	if reconnect != nil {
+		r.resume = reconnect.Cursor
+		r.log.Info("reconnecting to Amp before a reorg's fork point", "cursor", cursorText(reconnect.Cursor))
+		return r.open(ctx)
+	}
+	if len(r.pending) > 0 && !r.dirty && r.budget().Due(r.txnRows, r.txnBegan, r.deps.now()) {
+		return r.commit(ctx)
+	}
+	return nil
+}
+
+func (r *streamRunner) budget() sink.Budget {
+	return sink.Budget{MaxRows: r.cfg.Transaction.MaxRows, MaxAge: r.cfg.Transaction.MaxAge}
+}
+
+func (r *streamRunner) begin() error {
+	if r.txnOpen {
+		return nil
+	}
+	if err := r.prod.Begin(); err != nil {
+		return r.txnError("beginning a transaction", err)
+	}
+	r.txnOpen, r.txnBegan, r.txnRows = true, r.deps.now(), 0
+	return nil
+}
+
+// txnError classifies a transaction error: fencing stops the stream,
+// anything else restarts it from the checkpoint and Kafka.
+func (r *streamRunner) txnError(what string, err error) error {
+	if errors.Is(err, sink.ErrFenced) {
+		return fmt.Errorf("stream %s: %s: %w (another instance runs this stream; stop one of them)", r.cfg.ID, what, err)
+	}
+	return fmt.Errorf("stream %s: %s: %w: %w", r.cfg.ID, what, err, errRestart)
+}
+
+func (r *streamRunner) data(ctx context.Context, ev reorg.Event, env source.Envelope) error {
+	if env.Batch == nil || env.Batch.NumRows() == 0 {
+		return nil
+	}
+	if err := r.begin(); err != nil {
+		return err
+	}
+	before := r.out.Len()
+	meta := encode.BatchMeta{Op: encode.OpCreate, Ranges: ev.Ranges, BatchID: ev.BatchID,
+		TsMs: r.deps.now().UnixMilli(), RowOffset: r.rowOffset[ev.BatchID]}
+	if err := r.enc.Encode(env.Batch, meta, &r.out); err != nil {
+		return fmt.Errorf("stream %s: encoding batch %s: %w", r.cfg.ID, ev.BatchID, err)
+	}
+	n := r.out.Len() - before
+	headers := recordHeaders(r.cfg.ID, ev.BatchID, "c", ev.Ranges)
+	key := []byte(ev.BatchID)
+	for i := before; i < r.out.Len(); i++ {
+		k := key
+		if r.cfg.Key == KeyRow {
+			k = r.out.Key(i)
+		}
+		if err := r.prod.Produce(ctx, sink.Record{Topic: r.topic, Key: k, Value: r.out.Value(i), Headers: headers, Group: ev.BatchID, Op: "c"}); err != nil {
+			return r.txnError("producing records", err)
+		}
+	}
+	r.rowOffset[ev.BatchID] += int64(n)
+	r.txnRows += n
+	r.dirty = true
+	return nil
+}
+
+func recordHeaders(stream, batchID, op string, ranges []reorg.BlockRange) []sink.Header {
+	nets := make([]string, len(ranges))
+	spans := make([]string, len(ranges))
+	for i, rg := range ranges {
+		nets[i] = rg.Network
+		spans[i] = strconv.FormatUint(rg.Start, 10) + "-" + strconv.FormatUint(rg.End, 10)
+	}
+	return []sink.Header{
+		{Key: headerBatchID, Value: []byte(batchID)},
+		{Key: headerOp, Value: []byte(op)},
+		{Key: headerNetwork, Value: []byte(strings.Join(nets, "|"))},
+		{Key: headerRange, Value: []byte(strings.Join(spans, "|"))},
+		{Key: headerStream, Value: []byte(stream)},
+	}
+}
+
+// undoEvent handles an Undo; it reports whether the stream was reopened and
+// the rest of the Apply must be dropped.
+func (r *streamRunner) undoEvent(ctx context.Context, ev reorg.Event) (bool, error) {
+	if ev.Cause == reorg.CauseRewind {
+		return false, nil
+	}
+	depth := uint64(0)
+	for _, inv := range ev.Invalidations {
+		depth = max(depth, inv.End-inv.Start+1)
+	}
+	r.deps.metrics.reorgs.WithLabelValues(r.cfg.ID).Inc()
+	r.deps.metrics.reorgDepth.WithLabelValues(r.cfg.ID).Observe(float64(depth))
+	r.log.Info("reorg", "invalidations", fmt.Sprint(ev.Invalidations), "first_seq", ev.First, "last_seq", ev.Last,
+		"retract", len(ev.Retract), "abort", ev.Abort, "replay", ev.Replay)
+	r.emit(streamEvent{Kind: "reorg", Detail: fmt.Sprintf("%v: %d committed batch(es) to retract", ev.Invalidations, len(ev.Retract))})
+	if ev.Replay {
+		if err := r.rollback(ctx, "reorg inside the open transaction"); err != nil {
+			return false, err
+		}
+		return true, r.open(ctx)
+	}
+	if ev.Abort {
+		if err := r.abort(ctx, "reorg invalidated the open transaction"); err != nil {
+			return false, err
+		}
+	}
+	if len(ev.Retract) == 0 {
+		return false, nil
+	}
+	if err := r.begin(); err != nil {
+		return false, err
+	}
+	u := encode.Undo{Stream: r.cfg.ID, Sequence: ev.Seq, TsMs: r.deps.now().UnixMilli(), Cause: ev.Cause.String(),
+		FirstSequence: ev.First, LastSequence: ev.Last}
+	for _, inv := range ev.Invalidations {
+		u.Ranges = append(u.Ranges, encode.InvalidatedRange{Network: inv.Network, Start: inv.Start, End: inv.End})
+	}
+	for _, wm := range ev.Retract {
+		b, ok := r.batch(wm.Seq)
+		if !ok {
+			return false, fmt.Errorf("stream %s: the checkpoint's batch log has no batch for watermark %d (%v): %w",
+				r.cfg.ID, wm.Seq, wm.Ranges, errRestart)
+		}
+		n, err := r.retract(ctx, b)
+		if err != nil {
+			return false, err
+		}
+		u.BatchIDs = append(u.BatchIDs, b.ID)
+		r.emit(streamEvent{Kind: "retract", BatchID: b.ID, Ranges: b.Ranges, Rows: n})
+	}
+	r.undo = append(r.undo, u)
+	return false, nil
+}
+
+// batch finds a committed batch in the checkpoint's log by watermark seq.
+func (r *streamRunner) batch(seq uint64) (offsets.Batch, bool) {
+	for _, b := range r.committed.Batches {
+		if b.Seq == seq {
+			return b, true
+		}
+	}
+	return offsets.Batch{}, false
+}
+
+// retract reads a committed batch's records back from Kafka and writes its
+// retractions and tombstones into the open transaction.
+func (r *streamRunner) retract(ctx context.Context, b offsets.Batch) (int, error) {
+	if len(b.Spans) == 0 {
+		return 0, nil
+	}
+	spans := make([]sink.Span, len(b.Spans))
+	for i, s := range b.Spans {
+		spans[i] = sink.Span{Topic: s.Topic, Partition: s.Partition, First: s.First, Last: s.Last}
+	}
+	read, err := r.reader.ReadSpans(ctx, spans)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: reading back batch %s to retract it: %w", r.cfg.ID, b.ID, err)
+	}
+	headers := recordHeaders(r.cfg.ID, b.ID, "d", b.Ranges)
+	retract := r.cfg.Retraction != "tombstone"
+	tombstone := r.cfg.Retraction != "retract"
+	now := r.deps.now().UnixMilli()
+	n := 0
+	for _, recs := range read {
+		for _, rec := range recs {
+			if id, _ := rec.Header(headerBatchID); string(id) != b.ID || rec.Value == nil {
+				continue
+			}
+			if op, _ := rec.Header(headerOp); string(op) == "d" {
+				continue
+			}
+			n++
+			if retract {
+				v, err := r.retractor.Retract(nil, rec.Value, now, "reorg")
+				if err != nil {
+					return n, fmt.Errorf("stream %s: building the retraction of %s/%d@%d: %w", r.cfg.ID, rec.Topic, rec.Partition, rec.Offset, err)
+				}
+				if err := r.prod.Produce(ctx, sink.Record{Topic: r.topic, Key: rec.Key, Value: v, Headers: headers, Op: "d"}); err != nil {
+					return n, r.txnError("producing retractions", err)
+				}
+			}
+			if tombstone && r.cfg.Key == KeyRow {
+				if err := r.prod.Produce(ctx, sink.Record{Topic: r.topic, Key: rec.Key, Headers: headers, Op: "tombstone"}); err != nil {
+					return n, r.txnError("producing tombstones", err)
+				}
+			}
+		}
+	}
+	if tombstone && r.cfg.Key != KeyRow && n > 0 {
+		if err := r.prod.Produce(ctx, sink.Record{Topic: r.topic, Key: []byte(b.ID), Headers: headers, Op: "tombstone"}); err != nil {
+			return n, r.txnError("producing a tombstone", err)
+		}
+	}
+	r.deps.metrics.retractions.WithLabelValues(r.cfg.ID).Add(float64(n))
+	return n, nil
+}
+
+// commit closes the open transaction at a watermark: control events with
+// the new checkpoint, the Kafka commit, then the checkpoint store.
+func (r *streamRunner) commit(ctx context.Context) error {
+	if err := r.begin(); err != nil {
+		return err
+	}
+	flushed, err := r.prod.Flush(ctx)
+	if err != nil {
+		return r.txnError("flushing the transaction", err)
+	}
+	last := r.pending[len(r.pending)-1].wm
+	if err := r.machine.Commit(last.Seq); err != nil {
+		return fmt.Errorf("stream %s: committing the reorg state: %w", r.cfg.ID, err)
+	}
+	snap := r.machine.Snapshot()
+	batches := r.nextBatchLog(snap, flushed)
+	cp := offsets.Checkpoint{Stream: r.cfg.ID, Version: r.committed.Version + 1, Fingerprint: r.fingerprint,
+		CommittedAt: r.deps.now().UTC(), ControlOffset: r.committed.ControlOffset, Snapshot: snap, Batches: batches}
+	cpBytes, err := offsets.Marshal(cp)
+	if err != nil {
+		return fmt.Errorf("stream %s: encoding the checkpoint: %w", r.cfg.ID, err)
+	}
+	for _, u := range r.undo {
+		if r.ctlBuf, err = r.deps.control.AppendUndo(r.ctlBuf[:0], u); err != nil {
+			return fmt.Errorf("stream %s: encoding an undo event: %w", r.cfg.ID, err)
+		}
+		if err := r.prod.Produce(ctx, sink.Record{Topic: r.deps.controlTopic(), Key: []byte(r.cfg.ID), Value: slices.Clone(r.ctlBuf), Op: "undo"}); err != nil {
+			return r.txnError("producing an undo event", err)
+		}
+	}
+	wm := encode.Watermark{Stream: r.cfg.ID, Sequence: last.Seq, TsMs: r.deps.now().UnixMilli(), Cursor: snap.Cursor(), Checkpoint: cpBytes}
+	for _, p := range r.pending {
+		cb := encode.CommittedBatch{BatchID: p.wm.BatchID, Sequence: p.wm.Seq, Ranges: p.wm.Ranges, Rows: uint64(p.rows)}
+		if g, ok := flushed.Group(p.wm.BatchID); ok {
+			for _, s := range g.Spans {
+				cb.Spans = append(cb.Spans, encode.OffsetSpan{Topic: s.Topic, Partition: s.Partition, First: s.First, Last: s.Last})
+			}
+		}
+		wm.Batches = append(wm.Batches, cb)
+		wm.Rows += uint64(p.rows)
+	}
+	if r.ctlBuf, err = r.deps.control.AppendWatermark(r.ctlBuf[:0], wm); err != nil {
+		return fmt.Errorf("stream %s: encoding a watermark event: %w", r.cfg.ID, err)
+	}
+	if err := r.prod.Produce(ctx, sink.Record{Topic: r.deps.controlTopic(), Key: []byte(r.cfg.ID), Value: slices.Clone(r.ctlBuf), Group: controlGroup, Op: "watermark"}); err != nil {
+		return r.txnError("producing a watermark event", err)
+	}
+	committed, err := r.prod.Commit(ctx)
+	if err != nil {
+		return r.txnError("committing the transaction", err)
+	}
+	r.deps.metrics.txnCommitted.WithLabelValues(r.cfg.ID).Inc()
+	r.deps.metrics.batchesCommitted.WithLabelValues(r.cfg.ID).Add(float64(len(r.pending)))
+	r.deps.metrics.txnSeconds.WithLabelValues(r.cfg.ID).Observe(committed.Duration.Seconds())
+	if g, ok := committed.Group(controlGroup); ok && len(g.Spans) > 0 {
+		cp.ControlOffset = g.Spans[0].Last
+	}
+	for _, p := range r.pending {
+		r.emit(streamEvent{Kind: "commit", BatchID: p.wm.BatchID, Ranges: p.wm.Ranges, Rows: p.rows})
+	}
+	r.txnOpen, r.pending, r.undo, r.txnRows = false, nil, nil, 0
+	r.out.Reset()
+	r.resume = snap.Cursor()
+	if err := r.deps.store.Commit(ctx, cp); err != nil {
+		if errors.Is(err, offsets.ErrFenced) {
+			return fmt.Errorf("stream %s: storing the checkpoint: %w (another instance runs this stream; stop one of them)", r.cfg.ID, err)
+		}
+		// Kafka holds the truth: the next start repairs the store from the
+		// control topic. Keep publishing, keep the old version to follow.
+		r.deps.metrics.checkpointErrors.WithLabelValues(r.cfg.ID).Inc()
+		r.log.Warn("storing the checkpoint failed; Kafka has it and the next start repairs the store", "err", err)
+		cp.Version = r.committed.Version
+	} else {
+		r.deps.metrics.checkpointTime.WithLabelValues(r.cfg.ID).Set(float64(cp.CommittedAt.UnixMilli()) / 1000)
+	}
+	r.committed = cp
+	return nil
+}
+
+// nextBatchLog is the retained batch log after a commit: every batch whose
+// watermark the committed snapshot still retains.
+func (r *streamRunner) nextBatchLog(snap reorg.Snapshot, flushed sink.Committed) []offsets.Batch {
+	keep := make(map[uint64]bool, len(snap.Watermarks))
+	for _, w := range snap.Watermarks {
+		keep[w.Seq] = true
+	}
+	var out []offsets.Batch
+	for _, b := range r.committed.Batches {
+		if keep[b.Seq] {
+			out = append(out, b)
+		}
+	}
+	for _, p := range r.pending {
+		if !keep[p.wm.Seq] {
+			continue
+		}
+		b := offsets.Batch{Seq: p.wm.Seq, ID: p.wm.BatchID, Ranges: p.wm.Ranges}
+		if g, ok := flushed.Group(p.wm.BatchID); ok {
+			for _, s := range g.Spans {
+				b.Spans = append(b.Spans, offsets.Span{Topic: s.Topic, Partition: s.Partition, First: s.First, Last: s.Last})
+			}
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func (r *streamRunner) abort(ctx context.Context, why string) error {
+	if !r.txnOpen {
+		r.pending, r.undo, r.dirty = nil, nil, false
+		return nil
+	}
+	r.log.Info("aborting the open transaction", "reason", why, "rows", r.txnRows)
+	r.deps.metrics.txnAborted.WithLabelValues(r.cfg.ID).Inc()
+	r.txnOpen, r.pending, r.undo, r.dirty, r.txnRows = false, nil, nil, false, 0
+	clear(r.rowOffset)
+	err := r.prod.Abort(ctx)
+	r.out.Reset()
+	if err != nil {
+		return r.txnError("aborting a transaction", err)
+	}
+	return nil
+}
+
+// rollback aborts the open transaction and returns the reorg state to the
+// last commit; the source resumes from the committed cursor.
+func (r *streamRunner) rollback(ctx context.Context, why string) error {
+	if err := r.abort(ctx, why); err != nil {
+		return err
+	}
+	r.machine.Rollback()
+	r.resume = r.committed.Cursor()
+	return nil
+}
+
+// shutdown finishes on SIGINT/SIGTERM: commit the open transaction when it
+// ends at a watermark, abort it otherwise; the checkpoint follows a commit.
+func (r *streamRunner) shutdown(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if r.txnOpen && len(r.pending) > 0 && !r.dirty {
+		if err := r.commit(dctx); err != nil {
+			return fmt.Errorf("committing the last transaction at shutdown: %w", err)
+		}
+	} else if err := r.abort(dctx, "shutting down"); err != nil {
+		return err
+	}
+	r.log.Info("stream stopped", "cursor", cursorText(r.committed.Cursor()), "version", r.committed.Version)
+	return nil
+}
+
+func (r *streamRunner) emit(e streamEvent) {
+	if r.deps.events == nil {
+		return
+	}
+	e.Stream = r.cfg.ID
+	r.deps.events(e)
+}
+
+// controlReader reads the control topic for offsets.Recover.
+type controlReader struct {
+	reader *sink.Reader
+	codec  *encode.ControlCodec
+	topic  string
+}
+
+var _ offsets.ControlReader = (*controlReader)(nil)
+
+// NewestState returns the newest committed watermark of stream that carries
+// a checkpoint, reading from offset from.
+func (c *controlReader) NewestState(ctx context.Context, stream string, from int64) (*offsets.ControlState, error) {
+	start := from
+	if start == offsets.NoOffset {
+		start = 0
+	}
+	read, err := c.reader.ReadControl(ctx, c.topic, start)
+	if err != nil {
+		return nil, fmt.Errorf("reading control topic %s: %w", c.topic, err)
+	}
+	var newest *offsets.ControlState
+	for _, rec := range read.Records {
+		if string(rec.Key) != stream || rec.Value == nil {
+			continue
+		}
+		ev, err := c.codec.Decode(rec.Value)
+		if err != nil {
+			return nil, fmt.Errorf("decoding control event at %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+		}
+		if ev.Watermark == nil || ev.Watermark.Stream != stream || len(ev.Watermark.Checkpoint) == 0 {
+			continue
+		}
+		st, err := offsets.ControlStateOf(ev.Watermark.Checkpoint, rec.Offset)
+		if err != nil {
+			return nil, fmt.Errorf("decoding the checkpoint in control event %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+		}
+		newest = st
+	}
+	return newest, nil
+}

@@ -1,0 +1,497 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/linkedin/goavro/v2"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
+)
+
+// errVerifyFailed is returned when verify found differences.
+var errVerifyFailed = errors.New("verification found differences")
+
+// verifyReport is the outcome of comparing a topic with Amp.
+type verifyReport struct {
+	Stream     string
+	Topic      string
+	UpToBlock  uint64
+	Records    int // data records read
+	Retracted  int // rows removed by retractions or tombstones
+	Expected   int // rows Amp returns
+	Matching   int
+	Missing    int
+	Extra      int
+	Duplicated int
+	// Unretracted counts rows of batches whose block range a later batch
+	// replaced but that are still present.
+	Unretracted int
+	Diffs       []string
+}
+
+// OK reports whether the topic equals Amp's answer.
+func (v verifyReport) OK() bool {
+	return v.Missing == 0 && v.Extra == 0 && v.Duplicated == 0 && v.Unretracted == 0
+}
+
+func (v verifyReport) print(w io.Writer) {
+	fmt.Fprintf(w, "verify %s (topic %s, blocks up to %d): %d records read, %d rows retracted\n",
+		v.Stream, v.Topic, v.UpToBlock, v.Records, v.Retracted)
+	fmt.Fprintf(w, "  expected %d rows: %d matching, %d missing, %d extra, %d duplicated, %d unretracted\n",
+		v.Expected, v.Matching, v.Missing, v.Extra, v.Duplicated, v.Unretracted)
+	for _, d := range v.Diffs {
+		fmt.Fprintf(w, "  %s\n", d)
+	}
+	if v.OK() {
+		fmt.Fprintln(w, "  verdict: OK (nothing missing, nothing extra, nothing duplicated)")
+	} else {
+		fmt.Fprintln(w, "  verdict: DIFFERENCES FOUND")
+	}
+}
+
+// verifier compares a stream's data topic with a fresh batch query.
+type verifier struct {
+	amp      *source.Client
+	reader   *sink.Reader
+	control  *encode.ControlCodec
+	ctlTopic string
+	registry *encode.Registry
+}
+
+// rowState is a row present in the topic, by (batch id, row index).
+type rowState struct {
+	batch string
+	block uint64
+	row   string // canonical JSON of the row
+}
+
+func (v *verifier) verify(ctx context.Context, sc StreamConfig, version string) (verifyReport, error) {
+	rep := verifyReport{Stream: sc.ID, Topic: topicFor(sc.Topic, sc.ID)}
+	schema, err := v.amp.Schema(ctx, sc.SQL)
+	if err != nil {
+		return rep, fmt.Errorf("planning the stream's SQL at Amp: %w", err)
+	}
+	env, err := encode.ParseEnvelope(sc.Envelope)
+	if err != nil {
+		return rep, err
+	}
+	enc, err := encode.NewEncoder(encode.Config{Stream: sc.ID, Topic: rep.Topic, KeyColumns: sc.KeyColumns, Version: version, Envelope: env}, schema)
+	if err != nil {
+		return rep, err
+	}
+	codecs := newCodecCache(enc.Schemas().Value, v.registry)
+
+	// Where the stream has committed to: the newest watermark's cursor.
+	upTo, ok, err := v.committedBlock(ctx, sc.ID)
+	if err != nil {
+		return rep, err
+	}
+	if !ok {
+		return rep, fmt.Errorf("stream %s has committed nothing yet (no watermark in control topic %s)", sc.ID, v.ctlTopic)
+	}
+	rep.UpToBlock = upTo
+
+	// Replay the topic: inserts, retractions, tombstones.
+	records, err := readTopic(ctx, v.reader, rep.Topic)
+	if err != nil {
+		return rep, err
+	}
+	live := map[string]rowState{} // "batch/row" -> state
+	batchRanges := map[string][]reorg.BlockRange{}
+	for _, rec := range records {
+		rep.Records++
+		batch := string(hdr(rec, headerBatchID))
+		if rec.Value == nil { // tombstone: the whole batch (batch-key mode)
+			for k, s := range live {
+				if s.batch == string(rec.Key) || s.batch == batch {
+					delete(live, k)
+					rep.Retracted++
+				}
+			}
+			continue
+		}
+		ev, err := codecs.decode(ctx, rec.Value)
+		if err != nil {
+			return rep, fmt.Errorf("decoding %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+		}
+		key := ev.batchID + "/" + fmt.Sprint(ev.rowIndex)
+		switch ev.op {
+		case "c", "r":
+			if _, dup := live[key]; dup {
+				rep.Duplicated++
+				rep.addDiff("duplicate: batch %s row %d at %s/%d@%d", ev.batchID, ev.rowIndex, rec.Topic, rec.Partition, rec.Offset)
+			}
+			live[key] = rowState{batch: ev.batchID, block: ev.block, row: ev.row}
+			if _, ok := batchRanges[ev.batchID]; !ok {
+				batchRanges[ev.batchID] = parseRangeHeader(rec)
+			}
+		case "d":
+			if _, ok := live[key]; ok {
+				delete(live, key)
+				rep.Retracted++
+			}
+		}
+	}
+
+	// Amp's answer over the same blocks.
+	expected := map[string]int{}
+	q := fmt.Sprintf("SELECT * FROM (%s) AS amp_verify WHERE amp_verify._block_num <= %d", strings.TrimSpace(stripSettings(sc.SQL)), upTo)
+	qs, err := v.amp.Query(ctx, q)
+	if err != nil {
+		return rep, fmt.Errorf("querying Amp for the expected rows: %w", err)
+	}
+	defer qs.Close()
+	var out encode.Batch
+	for {
+		e, err := qs.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return rep, fmt.Errorf("reading the expected rows from Amp: %w", err)
+		}
+		if e.Kind != source.KindBatch || e.Batch == nil || e.Batch.NumRows() == 0 {
+			e.Release()
+			continue
+		}
+		out.Reset()
+		err = enc.Encode(e.Batch, encode.BatchMeta{Op: encode.OpRead, Ranges: e.Ranges}, &out)
+		e.Release()
+		if err != nil {
+			return rep, fmt.Errorf("encoding the expected rows: %w", err)
+		}
+		for i := range out.Len() {
+			ev, err := codecs.decodeWith(codecs.local, out.Value(i)[enc.ValueFraming().HeaderLen():])
+			if err != nil {
+				return rep, err
+			}
+			expected[ev.row]++
+			rep.Expected++
+		}
+	}
+
+	actual := map[string]int{}
+	for _, s := range live {
+		actual[s.row]++
+	}
+	for row, n := range expected {
+		a := actual[row]
+		rep.Matching += min(a, n)
+		if a < n {
+			rep.Missing += n - a
+			rep.addDiff("missing: %s", short(row))
+		}
+	}
+	for row, a := range actual {
+		n := expected[row]
+		if a > n {
+			if n > 0 {
+				rep.Duplicated += a - n
+				rep.addDiff("duplicated: %s", short(row))
+			} else {
+				rep.Extra += a
+				rep.addDiff("extra: %s", short(row))
+			}
+		}
+	}
+	// A live batch whose range another live batch overlaps on a different
+	// fork was replaced but not retracted.
+	ids := slices.Sorted(maps.Keys(batchRanges))
+	liveBatches := map[string]bool{}
+	for _, s := range live {
+		liveBatches[s.batch] = true
+	}
+	for i, a := range ids {
+		for _, b := range ids[i+1:] {
+			if liveBatches[a] && liveBatches[b] && overlaps(batchRanges[a], batchRanges[b]) {
+				rep.Unretracted++
+				rep.addDiff("unretracted: batches %s and %s cover the same blocks", a, b)
+			}
+		}
+	}
+	return rep, nil
+}
+
+func (v *verifyReport) addDiff(format string, args ...any) {
+	if len(v.Diffs) < 10 {
+		v.Diffs = append(v.Diffs, fmt.Sprintf(format, args...))
+	}
+}
+
+func short(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}
+
+func overlaps(a, b []reorg.BlockRange) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x.Network == y.Network && x.Start <= y.End && y.Start <= x.End {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func hdr(rec sink.ReadRecord, key string) []byte {
+	v, _ := rec.Header(key)
+	return v
+}
+
+// parseRangeHeader reads amp-network and amp-range ("start-end", joined
+// with "|") back into ranges (hashes are not in headers).
+func parseRangeHeader(rec sink.ReadRecord) []reorg.BlockRange {
+	nets := strings.Split(string(hdr(rec, headerNetwork)), "|")
+	spans := strings.Split(string(hdr(rec, headerRange)), "|")
+	var out []reorg.BlockRange
+	for i := range min(len(nets), len(spans)) {
+		var r reorg.BlockRange
+		r.Network = nets[i]
+		if _, err := fmt.Sscanf(spans[i], "%d-%d", &r.Start, &r.End); err == nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// stripSettings removes a trailing SETTINGS stream = true clause (verify
+// runs a batch query).
+func stripSettings(sql string) string {
+	s := strings.TrimRight(strings.TrimSpace(sql), ";")
+	if i := strings.LastIndex(strings.ToUpper(s), "SETTINGS"); i >= 0 && !strings.ContainsAny(s[i:], "'\"") {
+		return strings.TrimSpace(s[:i])
+	}
+	return s
+}
+
+// committedBlock returns the last block of the stream's newest committed
+// watermark from the control topic.
+func (v *verifier) committedBlock(ctx context.Context, stream string) (uint64, bool, error) {
+	read, err := v.reader.ReadControl(ctx, v.ctlTopic, 0)
+	if err != nil {
+		return 0, false, fmt.Errorf("reading control topic %s: %w", v.ctlTopic, err)
+	}
+	var block uint64
+	found := false
+	for _, rec := range read.Records {
+		if string(rec.Key) != stream || rec.Value == nil {
+			continue
+		}
+		ev, err := v.control.Decode(rec.Value)
+		if err != nil || ev.Watermark == nil || ev.Watermark.Stream != stream {
+			continue
+		}
+		for _, p := range ev.Watermark.Cursor {
+			block, found = p.Number, true
+		}
+	}
+	return block, found, nil
+}
+
+// readTopic reads every committed record of a topic.
+func readTopic(ctx context.Context, r *sink.Reader, topic string) ([]sink.ReadRecord, error) {
+	starts, err := r.StartOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("listing offsets of %s: %w", topic, err)
+	}
+	ends, err := r.EndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("listing offsets of %s: %w", topic, err)
+	}
+	var spans []sink.Span
+	for _, p := range slices.Sorted(maps.Keys(ends)) {
+		if ends[p] > starts[p] {
+			spans = append(spans, sink.Span{Topic: topic, Partition: p, First: starts[p], Last: ends[p] - 1})
+		}
+	}
+	if len(spans) == 0 {
+		return nil, nil
+	}
+	parts, err := r.ReadSpans(ctx, spans)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", topic, err)
+	}
+	var out []sink.ReadRecord
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out, nil
+}
+
+// decodedEvent is what verify needs of one envelope.
+type decodedEvent struct {
+	op       string
+	batchID  string
+	rowIndex int64
+	block    uint64
+	row      string
+}
+
+// codecCache decodes envelope values by their framing.
+type codecCache struct {
+	local    *goavro.Codec
+	localErr error
+	localFP  encode.Framing
+	byID     map[int]*goavro.Codec
+	registry *encode.Registry
+}
+
+func newCodecCache(valueSchema string, reg *encode.Registry) *codecCache {
+	c := &codecCache{byID: map[int]*goavro.Codec{}, registry: reg}
+	c.local, c.localErr = goavro.NewCodec(valueSchema)
+	c.localFP, _ = encode.SingleObjectFraming(valueSchema)
+	return c
+}
+
+func (c *codecCache) decode(ctx context.Context, value []byte) (decodedEvent, error) {
+	f, body, err := encode.ParseHeader(value)
+	if err != nil {
+		return decodedEvent{}, err
+	}
+	if id, ok := f.ID(); ok {
+		codec, ok := c.byID[id]
+		if !ok {
+			if c.registry == nil {
+				return decodedEvent{}, fmt.Errorf("record has schema id %d but no registry is configured (set registry.url)", id)
+			}
+			text, err := c.registry.SchemaText(ctx, id)
+			if err != nil {
+				return decodedEvent{}, fmt.Errorf("fetching schema %d: %w", id, err)
+			}
+			if codec, err = goavro.NewCodec(text); err != nil {
+				return decodedEvent{}, fmt.Errorf("parsing schema %d: %w", id, err)
+			}
+			c.byID[id] = codec
+		}
+		return c.decodeWith(codec, body)
+	}
+	if f != c.localFP {
+		return decodedEvent{}, fmt.Errorf("record written with schema %s, which the stream's current schema is not", f)
+	}
+	return c.decodeWith(c.local, body)
+}
+
+func (c *codecCache) decodeWith(codec *goavro.Codec, body []byte) (decodedEvent, error) {
+	if codec == nil {
+		return decodedEvent{}, fmt.Errorf("parsing the value schema: %w", c.localErr)
+	}
+	native, _, err := codec.NativeFromBinary(body)
+	if err != nil {
+		return decodedEvent{}, err
+	}
+	m, ok := native.(map[string]any)
+	if !ok {
+		return decodedEvent{}, fmt.Errorf("value is not a record")
+	}
+	var ev decodedEvent
+	if _, flat := m["_amp_op"]; flat {
+		ev.op, _ = m["_amp_op"].(string)
+		ev.batchID, _ = unionValue(m["_amp_batch_id"]).(string)
+		ev.rowIndex, _ = unionValue(m["_amp_row"]).(int64)
+		row := map[string]any{}
+		for k, v := range m {
+			if !strings.HasPrefix(k, "_amp_") {
+				row[k] = v
+			}
+		}
+		ev.row = canonical(row)
+		return ev, nil
+	}
+	ev.op, _ = m["op"].(string)
+	src, _ := m["source"].(map[string]any)
+	ev.batchID, _ = unionValue(src["batch_id"]).(string)
+	ev.rowIndex, _ = unionValue(src["row"]).(int64)
+	if b, ok := unionValue(src["block_num"]).(int64); ok {
+		ev.block = uint64(b)
+	}
+	img := m["after"]
+	if ev.op == "d" {
+		img = m["before"]
+	}
+	ev.row = canonical(unionValue(img))
+	return ev, nil
+}
+
+// unionValue unwraps goavro's {"type": value} union form.
+func unionValue(v any) any {
+	if m, ok := v.(map[string]any); ok && len(m) == 1 {
+		for _, inner := range m {
+			return inner
+		}
+	}
+	return v
+}
+
+func canonical(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%v", v)
+	}
+	return string(b)
+}
+
+func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	path := fs.String("c", "bridge.yaml", "configuration file")
+	streamID := fs.String("stream", "", "stream to verify (default: every stream)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := LoadConfig(*path, os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(LogConfig{Level: "warn", Format: cfg.Log.Format}, stderr)
+	b, err := newBridge(ctx, cfg, log, nil)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	return b.verify(ctx, *streamID, stdout)
+}
+
+// verify verifies one stream (or all when id is empty) and prints reports.
+func (b *bridge) verify(ctx context.Context, id string, stdout io.Writer) error {
+	reader, err := sink.NewReader(ctx, b.kafka, sink.Deps{Logger: b.log})
+	if err != nil {
+		return err
+	}
+	defer reader.Close()
+	v := &verifier{amp: b.amp, reader: reader, control: b.control, ctlTopic: b.cfg.Kafka.ControlTopic, registry: b.registry}
+	failed := false
+	found := false
+	for _, sc := range b.cfg.Streams {
+		if id != "" && sc.ID != id {
+			continue
+		}
+		found = true
+		rep, err := v.verify(ctx, sc, buildVersion())
+		if err != nil {
+			return fmt.Errorf("verifying stream %s: %w", sc.ID, err)
+		}
+		rep.print(stdout)
+		failed = failed || !rep.OK()
+	}
+	if !found {
+		return fmt.Errorf("no stream %q in the configuration", id)
+	}
+	if failed {
+		return errVerifyFailed
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+package encode
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
+)
+
+func TestControlRoundTrip(t *testing.T) {
+	c, err := NewControlCodec()
+	require.NoError(t, err)
+	r1, r2 := testRange(10, 12), testRange(13, 13)
+	r2.HasPrevHash, r2.PrevHash = false, reorg.Hash{}
+	w := Watermark{
+		Stream: "eth", Sequence: 7, TsMs: 1700000000000, Rows: 12,
+		Cursor: reorg.Cursor{"mainnet": {Number: 13, Hash: r2.Hash}, "base": {Number: 5, Hash: r1.Hash}},
+		Batches: []CommittedBatch{
+			{BatchID: reorg.BatchID([]reorg.BlockRange{r1}), Sequence: 5, Ranges: []reorg.BlockRange{r1}, Rows: 10,
+				Spans: []OffsetSpan{{Topic: "t", Partition: 2, First: 100, Last: 109}}},
+			{BatchID: "x", Sequence: 6, Ranges: []reorg.BlockRange{r2}, Rows: 2,
+				Spans: []OffsetSpan{{Topic: "t", Partition: 0, First: 0, Last: 0}, {Topic: "t", Partition: 1, First: 5, Last: 5}}},
+		},
+	}
+	u := Undo{Stream: "eth", Sequence: 8, TsMs: 1, Cause: "reorg", BatchIDs: []string{"a", "b"},
+		Ranges: []InvalidatedRange{{Network: "mainnet", Start: 12, End: 13}}, FirstSequence: 5, LastSequence: 6}
+
+	b, err := c.AppendWatermark([]byte("prefix"), w)
+	require.NoError(t, err)
+	require.Equal(t, "prefix", string(b[:6]))
+	assert.Equal(t, []byte{0xC3, 0x01}, b[6:8])
+	ev, err := c.Decode(b[6:])
+	require.NoError(t, err)
+	require.Equal(t, ControlWatermark, ev.Kind)
+	assert.Equal(t, &w, ev.Watermark)
+
+	b, err = c.AppendUndo(nil, u)
+	require.NoError(t, err)
+	ev, err = c.Decode(b)
+	require.NoError(t, err)
+	require.Equal(t, ControlUndo, ev.Kind)
+	assert.Equal(t, &u, ev.Undo)
+
+	fp, err := Fingerprint(c.Schema(ControlUndo))
+	require.NoError(t, err)
+	f, _, err := ParseHeader(b)
+	require.NoError(t, err)
+	got, ok := f.SchemaFingerprint()
+	require.True(t, ok)
+	assert.Equal(t, fp, got)
+}
+
+func TestControlErrors(t *testing.T) {
+	c, err := NewControlCodec()
+	require.NoError(t, err)
+	tests := []struct {
+		name        string
+		run         func() error
+		errContains string
+	}{
+		{"bad cause", func() error { _, err := c.AppendUndo(nil, Undo{Cause: "oops"}); return err }, "want reorg or rewind"},
+		{"sequence too big", func() error { _, err := c.AppendWatermark(nil, Watermark{Sequence: math.MaxUint64}); return err }, "does not fit"},
+		{"unknown fingerprint", func() error {
+			_, err := c.Decode([]byte{0xC3, 0x01, 1, 2, 3, 4, 5, 6, 7, 8})
+			return err
+		}, "unknown writer schema"},
+		{"not framed", func() error { _, err := c.Decode([]byte{9}); return err }, "unknown Avro framing"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.ErrorContains(t, tc.run(), tc.errContains)
+		})
+	}
+}

@@ -1,0 +1,389 @@
+package encode
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
+)
+
+// Connector is the value of source.connector in every event.
+const Connector = "amp-kafka-bridge"
+
+// Op is the change operation of an event (Debezium's `op`).
+type Op byte
+
+const (
+	// OpCreate is a live insert.
+	OpCreate Op = 'c'
+	// OpRead is a backfill insert (Debezium's snapshot read).
+	OpRead Op = 'r'
+	// OpDelete is a retraction.
+	OpDelete Op = 'd'
+)
+
+// String returns "c", "r" or "d".
+func (o Op) String() string { return string(o) }
+
+// BatchMeta describes the record batch handed to Encode: which microbatch it
+// belongs to and how its rows are to be labelled.
+type BatchMeta struct {
+	// Op is the operation of every row: OpCreate, OpRead or OpDelete.
+	Op Op
+	// Ranges are the microbatch's block ranges (at least one). source.network
+	// and source.range_hash join all ranges with "|"; source.range_start and
+	// source.range_end come from the first range.
+	Ranges []reorg.BlockRange
+	// BatchID is the microbatch id; when empty it is reorg.BatchID(Ranges).
+	BatchID string
+	// TsMs is the event time written to ts_ms (milliseconds since the epoch).
+	TsMs int64
+	// Snapshot marks backfill rows (source.snapshot).
+	Snapshot bool
+	// Cause is written to source.cause; empty means null.
+	Cause string
+	// RowOffset is the index within the microbatch of the batch's first row:
+	// source.row = RowOffset + row index (a microbatch can span several
+	// Arrow record batches).
+	RowOffset int64
+}
+
+func (m *BatchMeta) validate() error {
+	switch m.Op {
+	case OpCreate, OpRead, OpDelete:
+	default:
+		return fmt.Errorf("batch meta: op %q: want c, r or d", byte(m.Op))
+	}
+	if len(m.Ranges) == 0 {
+		return fmt.Errorf("batch meta: no block ranges: every batch belongs to at least one range")
+	}
+	if m.RowOffset < 0 {
+		return fmt.Errorf("batch meta: negative row offset %d", m.RowOffset)
+	}
+	return nil
+}
+
+type recSpan struct{ vs, ve, ks, ke int }
+
+// Batch holds encoded records in one reusable byte arena. Value(i) and Key(i)
+// return sub-slices of the arena: they stay valid until Reset, after which
+// the memory is reused. Keep one Batch per in-flight transaction and Reset it
+// only when Kafka has acknowledged (or aborted) its records.
+type Batch struct {
+	buf  []byte
+	recs []recSpan
+}
+
+// Len returns the number of records.
+func (b *Batch) Len() int { return len(b.recs) }
+
+// Value returns the framed Avro value of record i.
+func (b *Batch) Value(i int) []byte { r := b.recs[i]; return b.buf[r.vs:r.ve:r.ve] }
+
+// Key returns the key of record i: the Avro key record (framed) in row-key
+// mode, otherwise the batch id as UTF-8 text.
+func (b *Batch) Key(i int) []byte { r := b.recs[i]; return b.buf[r.ks:r.ke:r.ke] }
+
+// Size returns the bytes used in the arena.
+func (b *Batch) Size() int { return len(b.buf) }
+
+// Reset empties the batch and keeps its memory for reuse.
+func (b *Batch) Reset() { b.buf, b.recs = b.buf[:0], b.recs[:0] }
+
+// Encoder is a schema compiled for one Arrow schema and Config: it writes
+// Avro binary straight from Arrow columns, without maps, reflection or
+// allocations per row. It is not safe for concurrent use; make one per
+// goroutine.
+type Encoder struct {
+	cfg      Config
+	schema   *arrow.Schema
+	cs       *compiledSchema
+	st       encState
+	vhdr     []byte
+	khdr     []byte
+	vframe   Framing
+	kframe   Framing
+	blk      blockNumReader
+	seg      []byte // per-batch constant segments
+	s1, s2   int    // segment boundaries in seg
+	perRow   int    // bytes per row of the previous batch, to pre-size the arena
+	rowAvro  bool   // row-key mode
+	debezium bool
+}
+
+// NewEncoder compiles the Avro schemas and the column writers for s. Its
+// framing defaults to single-object encoding; call SetFraming with registry
+// ids to write the Confluent wire format.
+func NewEncoder(cfg Config, s *arrow.Schema) (*Encoder, error) {
+	e := &Encoder{cfg: cfg, schema: s, debezium: cfg.Envelope == EnvelopeDebezium, rowAvro: len(cfg.KeyColumns) > 0}
+	cs, err := compileSchema(cfg, s, &e.st)
+	if err != nil {
+		return nil, err
+	}
+	e.cs = cs
+	vf, err := SingleObjectFraming(cs.schemas.Value)
+	if err != nil {
+		return nil, fmt.Errorf("framing value schema: %w", err)
+	}
+	var kf Framing
+	if e.rowAvro {
+		if kf, err = SingleObjectFraming(cs.schemas.Key); err != nil {
+			return nil, fmt.Errorf("framing key schema: %w", err)
+		}
+	}
+	e.SetFraming(vf, kf)
+	e.blk.col = cs.blockCol
+	return e, nil
+}
+
+// Schemas returns the Avro schemas the encoder writes.
+func (e *Encoder) Schemas() Schemas { return e.cs.schemas }
+
+// SetFraming sets the headers written before values and (in row-key mode)
+// keys: ConfluentFraming with registry ids, or SingleObjectFraming.
+func (e *Encoder) SetFraming(value, key Framing) {
+	e.vframe, e.kframe = value, key
+	e.vhdr = value.AppendHeader(nil)
+	e.khdr = key.AppendHeader(nil)
+}
+
+// ValueFraming returns the framing of values.
+func (e *Encoder) ValueFraming() Framing { return e.vframe }
+
+// KeyFraming returns the framing of keys (zero when keyed by batch id).
+func (e *Encoder) KeyFraming() Framing { return e.kframe }
+
+// Encode appends one record per row of rec to out. On error nothing is
+// appended and the error names the column, row and value (*ValueError) or
+// the schema mismatch. rec is only read during the call: Encode neither
+// retains nor releases it.
+func (e *Encoder) Encode(rec arrow.RecordBatch, meta BatchMeta, out *Batch) error {
+	if !rec.Schema().Equal(e.schema) {
+		return fmt.Errorf("encoding batch %s: record schema differs from the encoder's: got %s, want %s",
+			meta.BatchID, rec.Schema(), e.schema)
+	}
+	if err := meta.validate(); err != nil {
+		return fmt.Errorf("encoding batch: %w", err)
+	}
+	batchID := meta.BatchID
+	if batchID == "" {
+		batchID = reorg.BatchID(meta.Ranges)
+	}
+	e.st.err = nil
+	for j, w := range e.cs.cols {
+		if err := w.bind(rec.Column(j)); err != nil {
+			return fmt.Errorf("encoding batch %s: binding column %q: %w", batchID, e.schema.Field(j).Name, err)
+		}
+	}
+	for k, w := range e.cs.keyCols {
+		if err := w.bind(rec.Column(e.cs.keyIndex[k])); err != nil {
+			return fmt.Errorf("encoding batch %s: binding key column %q: %w", batchID, e.cfg.KeyColumns[k], err)
+		}
+	}
+	e.blk.bind(rec, &e.st)
+	e.buildSegments(&meta, batchID)
+
+	n := int(rec.NumRows())
+	b, recs := out.buf, out.recs
+	mark, rmark := len(b), len(recs)
+	ks, ke := 0, 0
+	if !e.rowAvro {
+		ks = len(b)
+		b = append(b, batchID...)
+		ke = len(b)
+	}
+	if need := n * e.perRow; cap(b)-len(b) < need {
+		b = slices.Grow(b, need)
+	}
+	if cap(recs)-len(recs) < n {
+		recs = slices.Grow(recs, n)
+	}
+	seg1, seg2, seg3 := e.seg[:e.s1], e.seg[e.s1:e.s2], e.seg[e.s2:]
+	var pre, post []byte
+	if e.debezium {
+		if meta.Op == OpDelete {
+			pre, post = []byte{2}, []byte{0}
+		} else {
+			pre = []byte{0, 2}
+		}
+	}
+	cols, keyCols := e.cs.cols, e.cs.keyCols
+	start := len(b)
+	for i := range n {
+		e.st.row = i
+		vs := len(b)
+		b = append(b, e.vhdr...)
+		b = append(b, pre...)
+		for _, w := range cols {
+			b = w.write(b, i)
+		}
+		b = append(b, post...)
+		b = append(b, seg1...)
+		b = e.blk.append(b, i)
+		b = append(b, seg2...)
+		b = appendLong(b, meta.RowOffset+int64(i))
+		b = append(b, seg3...)
+		ve := len(b)
+		if e.rowAvro {
+			ks = len(b)
+			b = append(b, e.khdr...)
+			for _, w := range keyCols {
+				b = w.write(b, i)
+			}
+			ke = len(b)
+		}
+		if e.st.err != nil {
+			err := e.st.err
+			e.st.err = nil
+			out.buf, out.recs = b[:mark], recs[:rmark]
+			return fmt.Errorf("encoding batch %s: %w", batchID, err)
+		}
+		recs = append(recs, recSpan{vs, ve, ks, ke})
+	}
+	if n > 0 {
+		e.perRow = (len(b)-start)/n + 16
+	}
+	out.buf, out.recs = b, recs
+	return nil
+}
+
+// buildSegments writes the per-batch constant parts of every record.
+func (e *Encoder) buildSegments(m *BatchMeta, batchID string) {
+	s := e.seg[:0]
+	network, hash, prev := joinRanges(m.Ranges)
+	if e.debezium {
+		s = appendString(s, Connector)
+		s = appendString(s, e.cfg.Version)
+		s = appendString(s, e.cfg.Stream)
+		s = appendString(s, network)
+	} else {
+		s = appendString(s, string(m.Op))
+		s = appendLong(s, m.TsMs)
+		s = appendString(s, e.cfg.Stream)
+		s = appendString(s, network)
+	}
+	e.s1 = len(s)
+	s = appendString(s, batchID)
+	s = appendLong(s, int64(m.Ranges[0].Start))
+	s = appendLong(s, int64(m.Ranges[0].End))
+	s = appendString(s, hash)
+	s = appendOptString(s, prev)
+	e.s2 = len(s)
+	s = append(s, boolByte(m.Snapshot))
+	s = appendOptString(s, m.Cause)
+	if e.debezium {
+		s = appendString(s, string(m.Op))
+		s = appendLong(s, m.TsMs)
+	}
+	e.seg = s
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// appendOptString writes a ["null","string"] union: null for "".
+func appendOptString(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, 0)
+	}
+	b = append(b, 2)
+	return appendString(b, s)
+}
+
+// joinRanges returns the networks, hashes and prev hashes of ranges joined
+// with "|" (prev is "" when no range has one).
+func joinRanges(rs []reorg.BlockRange) (network, hash, prev string) {
+	if len(rs) == 1 {
+		r := rs[0]
+		if r.HasPrevHash {
+			prev = r.PrevHash.String()
+		}
+		return r.Network, r.Hash.String(), prev
+	}
+	var nb, hb, pb strings.Builder
+	anyPrev := false
+	for i, r := range rs {
+		if i > 0 {
+			nb.WriteByte('|')
+			hb.WriteByte('|')
+			pb.WriteByte('|')
+		}
+		nb.WriteString(r.Network)
+		hb.WriteString(r.Hash.String())
+		if r.HasPrevHash {
+			anyPrev = true
+			pb.WriteString(r.PrevHash.String())
+		}
+	}
+	if anyPrev {
+		prev = pb.String()
+	}
+	return nb.String(), hb.String(), prev
+}
+
+// blockNumReader reads source.block_num from the _block_num (or block_num)
+// column.
+type blockNumReader struct {
+	col  int
+	st   *encState
+	name string
+	v    valid
+	u64  []uint64
+	i64  []int64
+	u32  []uint32
+	i32  []int32
+}
+
+func (r *blockNumReader) bind(rec arrow.RecordBatch, st *encState) {
+	r.u64, r.i64, r.u32, r.i32 = nil, nil, nil, nil
+	if r.col < 0 {
+		return
+	}
+	a := rec.Column(r.col)
+	r.st, r.name = st, rec.Schema().Field(r.col).Name
+	r.v.bindValidity(a)
+	switch a.DataType().ID() {
+	case arrow.UINT64:
+		r.u64 = arrow.GetData[uint64](buf(a, 1))
+	case arrow.INT64:
+		r.i64 = arrow.GetData[int64](buf(a, 1))
+	case arrow.UINT32:
+		r.u32 = arrow.GetData[uint32](buf(a, 1))
+	case arrow.INT32:
+		r.i32 = arrow.GetData[int32](buf(a, 1))
+	}
+}
+
+func (r *blockNumReader) append(b []byte, i int) []byte {
+	if r.col < 0 || r.v.isNull(i) {
+		return append(b, 0)
+	}
+	j := r.v.off + i
+	var v int64
+	switch {
+	case r.u64 != nil:
+		u := r.u64[j]
+		if u > math.MaxInt64 {
+			r.st.fail(r.name, strconv.FormatUint(u, 10), "block number above 2^63-1 does not fit source.block_num")
+			return append(b, 0)
+		}
+		v = int64(u)
+	case r.i64 != nil:
+		v = r.i64[j]
+	case r.u32 != nil:
+		v = int64(r.u32[j])
+	case r.i32 != nil:
+		v = int64(r.i32[j])
+	}
+	b = append(b, 2)
+	return appendLong(b, v)
+}

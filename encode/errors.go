@@ -1,0 +1,94 @@
+package encode
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors callers branch on with errors.Is.
+var (
+	// ErrUnsupportedType is returned when an Arrow type has no Avro mapping.
+	ErrUnsupportedType = errors.New("unsupported Arrow type")
+	// ErrNameCollision is returned when two columns have the same Avro name
+	// after sanitising.
+	ErrNameCollision = errors.New("field name collision after sanitising")
+	// ErrValue is returned (wrapped in a *ValueError) when a value cannot be
+	// represented in Avro.
+	ErrValue = errors.New("value cannot be represented in Avro")
+	// ErrIncompatible is returned (wrapped in an *IncompatibleError) when a
+	// schema is not BACKWARD compatible with the latest registered version.
+	ErrIncompatible = errors.New("schema is not backward compatible")
+	// ErrFraming is returned when a record does not start with a known
+	// header (Confluent magic 0 or single-object C3 01).
+	ErrFraming = errors.New("unknown Avro framing")
+	// ErrUnknownSchema is returned (wrapped in an *UnknownSchemaError) when a
+	// record names a schema id or fingerprint the Retractor has not been
+	// given.
+	ErrUnknownSchema = errors.New("unknown writer schema")
+	// ErrNotInsert is returned when a record handed to Retract is not an
+	// insert (its `after` is null or its op is already "d").
+	ErrNotInsert = errors.New("record is not an insert")
+	// ErrMalformed is returned when Avro binary data ends early or contains
+	// an impossible value.
+	ErrMalformed = errors.New("malformed Avro data")
+)
+
+// ValueError names the column, row and value that could not be encoded.
+type ValueError struct {
+	// Column is the Arrow column path, e.g. "access_list.address".
+	Column string
+	// Row is the row index within the record batch.
+	Row int
+	// Value is the offending value as text (truncated when long).
+	Value string
+	// Reason says what is wrong and how to fix it.
+	Reason string
+}
+
+// Error implements error.
+func (e *ValueError) Error() string {
+	return fmt.Sprintf("column %q row %d: value %s: %s", e.Column, e.Row, e.Value, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrValue) true.
+func (e *ValueError) Unwrap() error { return ErrValue }
+
+// IncompatibleError names the registry subject and the field that break
+// BACKWARD compatibility.
+type IncompatibleError struct {
+	// Subject is the registry subject, e.g. "eth.transactions-value".
+	Subject string
+	// Field is the path of the offending field ("after.gas_price"), empty
+	// when the whole schema is at fault.
+	Field string
+	// Reason says what changed.
+	Reason string
+}
+
+// Error implements error.
+func (e *IncompatibleError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("subject %q: %s: %s", e.Subject, ErrIncompatible, e.Reason)
+	}
+	return fmt.Sprintf("subject %q field %q: %s: %s (register under a new topic or stream, or make the change backward compatible: add fields as nullable with default null)",
+		e.Subject, e.Field, ErrIncompatible, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrIncompatible) true.
+func (e *IncompatibleError) Unwrap() error { return ErrIncompatible }
+
+// UnknownSchemaError names the schema a record was written with when the
+// Retractor does not know it; add it with Retractor.Add (for a registry id,
+// fetch the text with Registry.SchemaText).
+type UnknownSchemaError struct {
+	// Framing identifies the schema: a Confluent id or a fingerprint.
+	Framing Framing
+}
+
+// Error implements error.
+func (e *UnknownSchemaError) Error() string {
+	return fmt.Sprintf("%s: %s", ErrUnknownSchema, e.Framing)
+}
+
+// Unwrap makes errors.Is(err, ErrUnknownSchema) true.
+func (e *UnknownSchemaError) Unwrap() error { return ErrUnknownSchema }

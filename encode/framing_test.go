@@ -1,0 +1,64 @@
+package encode
+
+import (
+	"testing"
+
+	"github.com/linkedin/goavro/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/schemas"
+)
+
+func TestCRC64AvroVectors(t *testing.T) {
+	// Vectors from goavro's rabin_test.go (the Avro specification's
+	// CRC-64-AVRO of the canonical forms "int" and "string").
+	tests := []struct {
+		in   string
+		want uint64
+	}{
+		{`"int"`, 0x7275d51a3f395c8f},
+		{`"string"`, 0x8f014872634503c7},
+		{``, 0xc15d213aa4d7a795},
+	}
+	for _, tc := range tests {
+		assert.Equal(t, tc.want, CRC64Avro([]byte(tc.in)), tc.in)
+	}
+	for _, s := range []string{schemas.Source(), schemas.Watermark(), schemas.Undo()} {
+		c, err := goavro.NewCodec(s)
+		require.NoError(t, err)
+		fp, err := Fingerprint(s)
+		require.NoError(t, err)
+		assert.Equal(t, c.Rabin, fp)
+	}
+}
+
+func TestFramingBytes(t *testing.T) {
+	f := ConfluentFraming(0x01020304)
+	assert.Equal(t, []byte{0, 1, 2, 3, 4}, f.AppendHeader(nil))
+	assert.Equal(t, 5, f.HeaderLen())
+	got, body, err := ParseHeader([]byte{0, 1, 2, 3, 4, 0xAA})
+	require.NoError(t, err)
+	assert.Equal(t, f, got)
+	assert.Equal(t, []byte{0xAA}, body)
+
+	// Single-object: the header goavro writes for the same schema.
+	schema := `{"type":"record","name":"R","fields":[{"name":"a","type":"long"}]}`
+	so, err := SingleObjectFraming(schema)
+	require.NoError(t, err)
+	c, err := goavro.NewCodec(schema)
+	require.NoError(t, err)
+	want, err := c.SingleFromNative(nil, map[string]any{"a": int64(1)})
+	require.NoError(t, err)
+	hdr := so.AppendHeader(nil)
+	assert.Equal(t, want[:10], hdr)
+	assert.Equal(t, 10, so.HeaderLen())
+	got, body, err = ParseHeader(want)
+	require.NoError(t, err)
+	assert.Equal(t, so, got)
+	assert.Equal(t, []byte{2}, body)
+
+	_, _, err = ParseHeader([]byte{0xC3})
+	require.ErrorIs(t, err, ErrFraming)
+	assert.Empty(t, Framing{}.AppendHeader(nil))
+}

@@ -1,0 +1,12 @@
+package testenv
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// setParentDeath makes the kernel kill the child when the test binary dies,
+// so a crashed test leaves no server behind.
+func setParentDeath(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package testenv
+
+import "os/exec"
+
+func setParentDeath(*exec.Cmd) {}

@@ -1,0 +1,83 @@
+// Package offsets owns a stream's checkpoint and where it lives: the
+// checkpoint model and its versioned encoding, a Redis store and an embedded
+// file store, both fenced by a version, the backfill partition records, and
+// the reconciliation of the store with Kafka's control topic on start
+// (design.md §5 steps 4 and 5, §7).
+//
+// # The checkpoint
+//
+// A [Checkpoint] holds, for one stream id: a Version that grows by one per
+// commit; the fingerprint of the stream's SQL and Arrow schema; the reorg
+// state machine's [reorg.Snapshot] (next sequence, retained watermarks; the
+// newest watermark is the resume cursor); the retained batch log, each batch
+// with its sequence, batch id, ranges and the data-topic offset spans of its
+// records (where retractions read the original rows back from); the
+// control-topic offset of the stream's last control event; and the commit
+// time. [Marshal] writes it as compact JSON with a "format" field
+// (FormatVersion 1); the form is deterministic and tested byte for byte
+// against testdata/checkpoint_v1.golden.json. [Unmarshal] is strict (unknown
+// fields and other formats are errors) and runs [Checkpoint.Validate], which
+// names every inconsistency it finds.
+//
+// # Guarantees
+//
+//   - Store.Commit is a compare-and-set: it succeeds only when the store holds
+//     Version-1 (nothing stored counts as 0), atomically against every other
+//     writer of the same stream. A refused commit returns a [*StaleError]
+//     (errors.Is [ErrFenced]) that says which version the writer expected,
+//     which one is stored, and what that means: a newer version stored means
+//     another instance of the stream runs or this one was superseded (stop
+//     this one); an older or missing one means the store lost writes (restart,
+//     and reconciliation repairs it from Kafka). The store is then unchanged.
+//   - A retried commit of exactly the stored checkpoint succeeds, so a commit
+//     whose reply was lost can be retried safely.
+//   - [RedisStore]: one Lua EVAL per commit (works on Redis 7.0 and miniredis;
+//     no FUNCTION/FCALL, no WAITAOF). Keys are "{prefix}{stream}:checkpoint"
+//     (a hash with fields version and data) and "{prefix}{stream}:backfill";
+//     the braces are a Redis Cluster hash tag, so a stream's keys share a slot.
+//   - [FileStore]: one file per stream, replaced by write to a temporary
+//     file, fsync, rename and fsync of the directory, under an flock on
+//     "<stream>.lock" that excludes other goroutines and other processes. A
+//     crash leaves the old or the new file, never a torn one; leftover
+//     temporary files are ignored and removed by the next commit.
+//   - [Reconcile] is a pure decision over the stored checkpoint and the newest
+//     committed control event read from Kafka ([ControlState]); [Recover]
+//     wires it to a [Store] and a [ControlReader] and commits a repaired or
+//     rebuilt checkpoint. Every [Outcome] has a metric label.
+//
+// # Durability settings
+//
+// Run Redis with appendonly yes and appendfsync always: every acknowledged
+// write is then on disk before the reply, and a kill -9 of redis-server loses
+// no checkpoint (tested). With appendfsync everysec (Redis' default once AOF
+// is on) a crash can lose about a second of checkpoints. [NewRedisStore]
+// checks both settings with CONFIG GET and logs a warning when they are
+// weaker, or when it cannot check (managed Redis often forbids CONFIG);
+// it never fails for that. A lost checkpoint is not lost data: on start the
+// control topic is ahead of the store and the checkpoint is repaired from it.
+// The embedded store fsyncs file and directory on every commit.
+//
+// # Pitfalls
+//
+//   - The control topic is the proof of what was published. If it is deleted,
+//     recreated, or its retention removes the stream's newest event (a stream
+//     idle for longer than retention.ms), the store is "ahead of Kafka" and
+//     the stream refuses to start ([ErrStoreAhead]). Give the control topic
+//     unlimited retention (retention.ms=-1), or compaction keyed by stream.
+//   - Redis replication is asynchronous: a failover to a replica that missed
+//     the newest commits looks like lost writes ([StaleError] with an older
+//     version); restarting the stream reconciles it from Kafka.
+//   - A Redis ACL user needs PING, HGET, HMGET, HSET, HGETALL, EVAL and
+//     EVALSHA on the prefix's keys ("~ampbridge:*"), and CONFIG GET for the
+//     durability check (optional: without it a warning is logged).
+//   - Two deployments must not use the same stream id against one store: the
+//     second is fenced, by design.
+//   - Changing the SQL or its Arrow schema under the same stream id is refused
+//     ([ErrFingerprintChanged]); use `bridge rewind` or a new stream id.
+//   - The file store needs a local file system with flock (not NFS) and a
+//     unix system; use Redis elsewhere.
+//   - The embedded form includes reorg's JSON of snapshots and block ranges:
+//     a change there changes the checkpoint format and must bump
+//     FormatVersion (TestMarshalGolden and TestMarshalMatchesEncodingJSON
+//     fail first).
+package offsets

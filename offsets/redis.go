@@ -1,0 +1,441 @@
+package offsets
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// Defaults of RedisConfig.
+const (
+	DefaultKeyPrefix    = "ampbridge:"
+	DefaultDialTimeout  = 5 * time.Second
+	DefaultReadTimeout  = 3 * time.Second
+	DefaultWriteTimeout = 3 * time.Second
+	DefaultMaxRetries   = 3
+)
+
+// RedisConfig configures the Redis store; the yaml keys are the config
+// file's. Secrets (Password, key files) come from the environment or files,
+// and never reach logs: LogValue redacts the password.
+type RedisConfig struct {
+	// Addr is the server's host:port. Required.
+	Addr string `yaml:"addr"`
+	// Username is the ACL user; empty means the default user.
+	Username string `yaml:"username"`
+	// Password authenticates Username (or the default user, requirepass).
+	Password string `yaml:"password"`
+	// DB is the database number, default 0.
+	DB int `yaml:"db"`
+	// KeyPrefix starts every key, default DefaultKeyPrefix ("ampbridge:").
+	// The stream id follows in braces, a Redis Cluster hash tag, so all keys
+	// of one stream live in one slot: "ampbridge:{stream}:checkpoint".
+	KeyPrefix string `yaml:"key_prefix"`
+	// TLS enables TLS and sets its files.
+	TLS RedisTLS `yaml:"tls"`
+	// DialTimeout bounds connecting, default DefaultDialTimeout (5s).
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// ReadTimeout bounds reading a reply, default DefaultReadTimeout (3s).
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// WriteTimeout bounds writing a command, default DefaultWriteTimeout (3s).
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// MaxRetries is how often a command is retried on a network error,
+	// default DefaultMaxRetries (3); -1 disables retries. A retried commit is
+	// safe: the commit script recognises its own earlier write.
+	MaxRetries int `yaml:"max_retries"`
+}
+
+// RedisTLS configures TLS to Redis.
+type RedisTLS struct {
+	// Enabled turns TLS on; the other fields need it.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM file of CAs to trust instead of the system pool.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a PEM client certificate and key (mTLS);
+	// both or neither.
+	CertFile string `yaml:"cert_file"`
+	// KeyFile is the PEM key of CertFile.
+	KeyFile string `yaml:"key_file"`
+	// ServerName overrides the name verified in the server certificate.
+	ServerName string `yaml:"server_name"`
+}
+
+// LogValue implements slog.LogValuer without the password.
+func (c RedisConfig) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("addr", c.Addr), slog.String("username", c.Username),
+		slog.Bool("password_set", c.Password != ""), slog.Int("db", c.DB),
+		slog.String("key_prefix", c.KeyPrefix), slog.Bool("tls", c.TLS.Enabled))
+}
+
+// withDefaults fills unset fields.
+func (c RedisConfig) withDefaults() RedisConfig {
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = DefaultKeyPrefix
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.MaxRetries == 0 {
+		c.MaxRetries = DefaultMaxRetries
+	}
+	return c
+}
+
+// Validate checks the configuration; each error names the field.
+func (c RedisConfig) Validate() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(c.Addr); c.Addr == "" || err != nil {
+		errs = append(errs, fmt.Errorf("redis addr %q: want host:port, e.g. 127.0.0.1:6379", c.Addr))
+	}
+	if c.DB < 0 {
+		errs = append(errs, fmt.Errorf("redis db %d: want 0 or more", c.DB))
+	}
+	if strings.ContainsAny(c.KeyPrefix, "{} \t\r\n") {
+		errs = append(errs, fmt.Errorf("redis key_prefix %q: must not contain braces or white space (the stream id is added as a {hash tag})", c.KeyPrefix))
+	}
+	for name, d := range map[string]time.Duration{"dial_timeout": c.DialTimeout, "read_timeout": c.ReadTimeout, "write_timeout": c.WriteTimeout} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("redis %s %s: want 0 (default) or more", name, d))
+		}
+	}
+	if c.MaxRetries < -1 {
+		errs = append(errs, fmt.Errorf("redis max_retries %d: want -1 (none), 0 (default) or more", c.MaxRetries))
+	}
+	t := c.TLS
+	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "") {
+		errs = append(errs, errors.New("redis tls.ca_file/cert_file/key_file/server_name are set but tls.enabled is false: enable TLS or remove them"))
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		errs = append(errs, errors.New("redis tls.cert_file and tls.key_file: set both for a client certificate, or neither"))
+	}
+	return errors.Join(errs...)
+}
+
+func (t RedisTLS) config() (*tls.Config, error) {
+	if !t.Enabled {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading redis tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("reading redis tls.ca_file %s: no PEM certificate in it", t.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("loading redis tls.cert_file/key_file: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// commitScript is the one atomic compare-and-set of a commit. KEYS[1] is the
+// checkpoint hash; ARGV = expected stored version, new version, encoded
+// checkpoint. It returns {1, stored} when applied (or when exactly this
+// checkpoint is already stored, so a retried commit whose first reply was
+// lost succeeds), {0, stored} when fenced. Versions are compared as
+// decimal strings, never as Lua numbers.
+const commitScript = `
+local cur = redis.call('HGET', KEYS[1], 'version')
+if not cur then cur = '0' end
+if cur == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'version', ARGV[2], 'data', ARGV[3])
+  return {1, cur}
+end
+if cur == ARGV[2] and redis.call('HGET', KEYS[1], 'data') == ARGV[3] then
+  return {1, cur}
+end
+return {0, cur}
+`
+
+// partitionScript stores a backfill partition record unless the stored
+// progress is higher. KEYS = records hash, progress hash; ARGV = field,
+// progress, record. Returns {1, empty string} or {0, stored record}.
+const partitionScript = `
+local cur = redis.call('HGET', KEYS[2], ARGV[1])
+if cur and tonumber(cur) > tonumber(ARGV[2]) then
+  return {0, redis.call('HGET', KEYS[1], ARGV[1]) or ''}
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return {1, ''}
+`
+
+// RedisStore is the production Store: one hash per stream holding the
+// encoded checkpoint and its version, written by one Lua compare-and-set per
+// commit. It is safe for concurrent use.
+type RedisStore struct {
+	client    *redis.Client
+	prefix    string
+	commit    *redis.Script
+	partition *redis.Script
+	log       *slog.Logger
+}
+
+// NewRedisStore connects to Redis, proves it with a PING, and checks the
+// server's durability settings (see CheckDurability): a weaker setting than
+// appendonly yes + appendfsync always is logged as a warning, and so is a
+// server that does not let us check (CONFIG forbidden on managed Redis).
+// Close the store when done.
+func NewRedisStore(ctx context.Context, cfg RedisConfig, log *slog.Logger) (*RedisStore, error) {
+	if log == nil {
+		return nil, errors.New("offsets: NewRedisStore needs a logger")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("offsets: validating redis config: %w", err)
+	}
+	tlsCfg, err := cfg.TLS.config()
+	if err != nil {
+		return nil, fmt.Errorf("offsets: %w", err)
+	}
+	client := redis.NewClient(&redis.Options{
+		Addr:                     cfg.Addr,
+		Username:                 cfg.Username,
+		Password:                 cfg.Password,
+		DB:                       cfg.DB,
+		TLSConfig:                tlsCfg,
+		DialTimeout:              cfg.DialTimeout,
+		ReadTimeout:              cfg.ReadTimeout,
+		WriteTimeout:             cfg.WriteTimeout,
+		MaxRetries:               cfg.MaxRetries,
+		ContextTimeoutEnabled:    true,
+		Protocol:                 2,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+	s := &RedisStore{
+		client:    client,
+		prefix:    cfg.KeyPrefix,
+		commit:    redis.NewScript(commitScript),
+		partition: redis.NewScript(partitionScript),
+		log:       log.With(slog.String("component", "offsets"), slog.String("redis_addr", cfg.Addr)),
+	}
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		hint := ""
+		if msg := err.Error(); strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH") || strings.Contains(msg, "NOPERM") {
+			hint = " (check the redis username and password, and that the ACL user may run PING, HGET, HMGET, HSET, HGETALL, EVAL and EVALSHA on keys " + cfg.KeyPrefix + "*)"
+		}
+		return nil, fmt.Errorf("offsets: connecting to redis at %s: %w%s", cfg.Addr, err, hint)
+	}
+	s.warnDurability(ctx)
+	return s, nil
+}
+
+// Close closes the connection pool.
+func (s *RedisStore) Close() error { return s.client.Close() }
+
+// CheckpointKey returns the key of the stream's checkpoint hash, e.g.
+// "ampbridge:{s}:checkpoint".
+func (s *RedisStore) CheckpointKey(stream string) string {
+	return s.prefix + "{" + stream + "}:checkpoint"
+}
+
+// PartitionsKey returns the key of the stream's backfill partition hash.
+func (s *RedisStore) PartitionsKey(stream string) string {
+	return s.prefix + "{" + stream + "}:backfill"
+}
+
+func (s *RedisStore) progressKey(stream string) string {
+	return s.prefix + "{" + stream + "}:backfill:progress"
+}
+
+// Durability is the persistence configuration reported by the server.
+type Durability struct {
+	// AppendOnly is the value of appendonly ("yes" or "no").
+	AppendOnly string
+	// AppendFsync is the value of appendfsync ("always", "everysec", "no").
+	AppendFsync string
+}
+
+// Safe reports whether every acknowledged write survives a crash of the
+// server: appendonly yes and appendfsync always.
+func (d Durability) Safe() bool { return d.AppendOnly == "yes" && d.AppendFsync == "always" }
+
+// CheckDurability reads appendonly and appendfsync with CONFIG GET. It fails
+// where CONFIG is forbidden or renamed (common on managed Redis).
+func (s *RedisStore) CheckDurability(ctx context.Context) (Durability, error) {
+	var d Durability
+	for _, p := range []struct {
+		name string
+		dst  *string
+	}{{"appendonly", &d.AppendOnly}, {"appendfsync", &d.AppendFsync}} {
+		m, err := s.client.ConfigGet(ctx, p.name).Result()
+		if err != nil {
+			return Durability{}, fmt.Errorf("offsets: reading redis CONFIG %s: %w", p.name, err)
+		}
+		v, ok := m[p.name]
+		if !ok {
+			return Durability{}, fmt.Errorf("offsets: reading redis CONFIG %s: the server did not report it", p.name)
+		}
+		*p.dst = strings.ToLower(v)
+	}
+	return d, nil
+}
+
+func (s *RedisStore) warnDurability(ctx context.Context) {
+	d, err := s.CheckDurability(ctx)
+	switch {
+	case err != nil:
+		s.log.WarnContext(ctx, "could not check redis durability; make sure the server runs with appendonly yes and appendfsync always, "+
+			"or a crash of redis can lose the newest checkpoints (they are then repaired from Kafka's control topic on start)",
+			slog.Any("error", err))
+	case !d.Safe():
+		s.log.WarnContext(ctx, "redis durability is weaker than appendonly yes + appendfsync always: a crash of redis can lose acknowledged checkpoints "+
+			"(they are then repaired from Kafka's control topic on start, if it is intact); set appendonly yes and appendfsync always",
+			slog.String("appendonly", d.AppendOnly), slog.String("appendfsync", d.AppendFsync))
+	default:
+		s.log.DebugContext(ctx, "redis durability checked", slog.String("appendonly", d.AppendOnly), slog.String("appendfsync", d.AppendFsync))
+	}
+}
+
+// Load returns the stream's checkpoint, or ErrNotFound.
+func (s *RedisStore) Load(ctx context.Context, stream string) (Checkpoint, error) {
+	if err := ValidateStream(stream); err != nil {
+		return Checkpoint{}, err
+	}
+	key := s.CheckpointKey(stream)
+	vals, err := s.client.HMGet(ctx, key, "version", "data").Result()
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("offsets: loading checkpoint from redis key %s: %w", key, err)
+	}
+	ver, _ := vals[0].(string)
+	data, _ := vals[1].(string)
+	if ver == "" && data == "" {
+		return Checkpoint{}, fmt.Errorf("%w: redis key %s does not exist", ErrNotFound, key)
+	}
+	cp, err := Unmarshal([]byte(data))
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("loading checkpoint from redis key %s: %w", key, err)
+	}
+	if strconv.FormatUint(cp.Version, 10) != ver || cp.Stream != stream {
+		return Checkpoint{}, &ValidationError{What: "redis key " + key, Problems: []string{fmt.Sprintf(
+			"the hash's version field is %q and its checkpoint is version %d of stream %q; the key was written by something other than this store",
+			ver, cp.Version, cp.Stream)}}
+	}
+	return cp, nil
+}
+
+// Commit stores cp with one atomic compare-and-set: only if the stored
+// version is cp.Version-1. A refusal is a *StaleError.
+func (s *RedisStore) Commit(ctx context.Context, cp Checkpoint) error {
+	b, err := Marshal(cp)
+	if err != nil {
+		return err
+	}
+	key := s.CheckpointKey(cp.Stream)
+	expected := strconv.FormatUint(cp.Version-1, 10)
+	res, err := s.commit.Run(ctx, s.client, []string{key}, expected, strconv.FormatUint(cp.Version, 10), b).Slice()
+	if err != nil {
+		return fmt.Errorf("offsets: committing checkpoint version %d of stream %q to redis key %s: %w", cp.Version, cp.Stream, key, err)
+	}
+	ok, stored, err := scriptReply(res)
+	if err != nil {
+		return fmt.Errorf("offsets: committing checkpoint to redis key %s: %w", key, err)
+	}
+	if ok {
+		return nil
+	}
+	storedVer, err := strconv.ParseUint(stored, 10, 64)
+	if err != nil {
+		return fmt.Errorf("offsets: committing checkpoint to redis key %s: stored version %q is not a number", key, stored)
+	}
+	return &StaleError{Stream: cp.Stream, Expected: cp.Version - 1, Stored: storedVer, Where: "redis key " + key}
+}
+
+func scriptReply(res []any) (bool, string, error) {
+	if len(res) != 2 {
+		return false, "", fmt.Errorf("unexpected script reply %v", res)
+	}
+	n, ok1 := res[0].(int64)
+	str, ok2 := res[1].(string)
+	if !ok1 || !ok2 {
+		return false, "", fmt.Errorf("unexpected script reply %v", res)
+	}
+	return n == 1, str, nil
+}
+
+// SavePartition stores a backfill partition record atomically unless the
+// stored progress is higher.
+func (s *RedisStore) SavePartition(ctx context.Context, p Partition) error {
+	b, err := marshalPartition(p)
+	if err != nil {
+		return err
+	}
+	key := s.PartitionsKey(p.Stream)
+	res, err := s.partition.Run(ctx, s.client, []string{key, s.progressKey(p.Stream)},
+		p.Key(), strconv.FormatUint(p.progress(), 10), b).Slice()
+	if err != nil {
+		return fmt.Errorf("offsets: saving backfill partition %s of stream %q to redis key %s: %w", p.Key(), p.Stream, key, err)
+	}
+	ok, stored, err := scriptReply(res)
+	if err != nil {
+		return fmt.Errorf("offsets: saving backfill partition to redis key %s: %w", key, err)
+	}
+	if ok {
+		return nil
+	}
+	sp, err := unmarshalPartition([]byte(stored))
+	if err != nil {
+		return fmt.Errorf("offsets: saving backfill partition %s: the stored record at redis key %s is unreadable: %w", p.Key(), key, err)
+	}
+	return regressedError(sp, p, "redis key "+key)
+}
+
+// Partitions returns the stream's backfill partition records ordered by
+// From, then To.
+func (s *RedisStore) Partitions(ctx context.Context, stream string) ([]Partition, error) {
+	if err := ValidateStream(stream); err != nil {
+		return nil, err
+	}
+	key := s.PartitionsKey(stream)
+	m, err := s.client.HGetAll(ctx, key).Result()
+	if err != nil {
+		return nil, fmt.Errorf("offsets: loading backfill partitions from redis key %s: %w", key, err)
+	}
+	out := make([]Partition, 0, len(m))
+	for field, v := range m {
+		p, err := unmarshalPartition([]byte(v))
+		if err != nil {
+			return nil, fmt.Errorf("loading backfill partition %s from redis key %s: %w", field, key, err)
+		}
+		out = append(out, p)
+	}
+	sortPartitions(out)
+	return out, nil
+}
+
+func sortPartitions(ps []Partition) {
+	slices.SortFunc(ps, func(a, b Partition) int {
+		return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To))
+	})
+}

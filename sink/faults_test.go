@@ -1,0 +1,289 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Fault injection with kfake ControlKey: each branch of the transaction
+// error handling (style H10) has a test.
+
+func createTopic(t *testing.T, cfg Config, topic string, partitions int32) {
+	t.Helper()
+	a := newAdmin(t, cfg)
+	_, err := a.EnsureTopics(testCtx(t), TopicSpec{Name: topic, Kind: TopicData, Partitions: partitions, ReplicationFactor: 1})
+	require.NoError(t, err)
+}
+
+// failProduce answers the next Produce request with code on every partition.
+func failProduce(c *kfake.Cluster, code int16) *atomic.Int32 {
+	var n atomic.Int32
+	c.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		req := kreq.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic = rt.Topic
+			st.TopicID = rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		n.Add(1)
+		return resp, nil, true
+	})
+	return &n
+}
+
+// failEndTxn answers the next EndTxn commit with code, and counts EndTxn
+// aborts and InitProducerID requests after it.
+type endTxnSpy struct {
+	injected  atomic.Int32
+	aborts    atomic.Int32
+	initPIDs  atomic.Int32
+	afterFail atomic.Bool
+}
+
+func failEndTxnCommit(c *kfake.Cluster, code int16) *endTxnSpy {
+	spy := &endTxnSpy{}
+	c.ControlKey(int16(kmsg.EndTxn), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		req := kreq.(*kmsg.EndTxnRequest)
+		if !req.Commit {
+			c.KeepControl()
+			if spy.afterFail.Load() {
+				spy.aborts.Add(1)
+			}
+			return nil, nil, false
+		}
+		if spy.injected.Load() > 0 {
+			c.KeepControl()
+			return nil, nil, false
+		}
+		c.KeepControl()
+		spy.injected.Add(1)
+		spy.afterFail.Store(true)
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = code
+		return resp, nil, true
+	})
+	c.ControlKey(int16(kmsg.InitProducerID), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if spy.afterFail.Load() {
+			spy.initPIDs.Add(1)
+		}
+		return nil, nil, false
+	})
+	return spy
+}
+
+func TestProduceErrorAborts(t *testing.T) {
+	c, cfg := newCluster(t)
+	topic := "data"
+	createTopic(t, cfg, topic, 1)
+	reg := prometheus.NewRegistry()
+	p := newProducer(t, cfg, "s", Deps{Registerer: reg})
+	ctx := testCtx(t)
+
+	injected := failProduce(c, kerr.InvalidRecord.Code)
+	require.NoError(t, p.Begin())
+	for i := range 3 {
+		_ = p.Produce(ctx, dataRecord(topic, "bad", i))
+	}
+	_, err := p.Commit(ctx)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrAborted)
+	assert.ErrorIs(t, err, kerr.InvalidRecord)
+	assert.NotErrorIs(t, err, ErrFenced)
+	assert.Equal(t, int32(1), injected.Load())
+	assert.InDelta(t, 1, testutil.ToFloat64(p.m.txnAborts.WithLabelValues("s", "produce_error")), 0)
+
+	// The producer stays usable: the next transaction commits, and only
+	// its records are visible.
+	_ = produceBatches(t, p, topic, 2, "good")
+	assert.Equal(t, []string{"good-row-0", "good-row-1"}, values(consumeCommitted(t, cfg, topic)))
+}
+
+func TestProduceErrorFailsFastInProduce(t *testing.T) {
+	c, cfg := newCluster(t)
+	createTopic(t, cfg, "data", 1)
+	p := newProducer(t, cfg, "s", Deps{})
+	ctx := testCtx(t)
+	failProduce(c, kerr.InvalidRecord.Code)
+	require.NoError(t, p.Begin())
+	require.NoError(t, p.Produce(ctx, dataRecord("data", "bad", 0)))
+	require.NoError(t, p.cl.Flush(ctx))
+	err := p.Produce(ctx, dataRecord("data", "bad", 1))
+	require.Error(t, err, "an earlier failure is reported by the next Produce")
+	assert.ErrorContains(t, err, "earlier record")
+	require.NoError(t, p.Abort(ctx))
+	assert.False(t, p.Stats().Open)
+}
+
+func TestEndTxnErrorIsUnknownOutcome(t *testing.T) {
+	c, cfg := newCluster(t)
+	createTopic(t, cfg, "data", 1)
+	reg := prometheus.NewRegistry()
+	p := newProducer(t, cfg, "s", Deps{Registerer: reg})
+	ctx := testCtx(t)
+	spy := failEndTxnCommit(c, kerr.UnknownServerError.Code)
+
+	require.NoError(t, p.Begin())
+	require.NoError(t, p.Produce(ctx, dataRecord("data", "maybe", 0)))
+	_, err := p.Commit(ctx)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrUnknownOutcome)
+	assert.ErrorIs(t, err, kerr.UnknownServerError)
+	assert.Equal(t, int32(1), spy.injected.Load())
+	assert.InDelta(t, 1, testutil.ToFloat64(p.m.txnAborts.WithLabelValues("s", "unknown")), 0)
+	// The producer refuses further work: the caller must restart.
+	assert.ErrorIs(t, p.Begin(), ErrUnknownOutcome)
+	assert.ErrorIs(t, p.Produce(ctx, dataRecord("data", "x", 0)), ErrUnknownOutcome)
+	require.NoError(t, p.Close(ctx))
+	assert.ErrorIs(t, p.Begin(), ErrClosed)
+
+	// Restart: a new producer with the same transactional id fences the
+	// old epoch and aborts the transaction whose commit was never applied.
+	p2 := newProducer(t, cfg, "s", Deps{Registerer: reg})
+	_ = produceBatches(t, p2, "data", 1, "after")
+	assert.Equal(t, []string{"after-row-0"}, values(consumeCommitted(t, cfg, "data")))
+}
+
+func TestEndTxnOperationNotAttemptedTriesAbort(t *testing.T) {
+	c, cfg := newCluster(t)
+	createTopic(t, cfg, "data", 1)
+	reg := prometheus.NewRegistry()
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	p := newProducer(t, cfg, "s", Deps{Registerer: reg, Logger: logger})
+	ctx := testCtx(t)
+	spy := failEndTxnCommit(c, kerr.OperationNotAttempted.Code)
+
+	require.NoError(t, p.Begin())
+	require.NoError(t, p.Produce(ctx, dataRecord("data", "never", 0)))
+	_, err := p.Commit(ctx)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrAborted)
+	assert.ErrorIs(t, err, kerr.OperationNotAttempted)
+	assert.Equal(t, int32(1), spy.injected.Load())
+	assert.InDelta(t, 1, testutil.ToFloat64(p.m.txnAborts.WithLabelValues("s", "not_attempted")), 0)
+	// TryAbort ran: kgo either sends an EndTxn abort or, after a failed
+	// EndTxn, aborts through a producer id reload (its log line says so).
+	out := logs.String()
+	assert.True(t, spy.aborts.Load() > 0 || strings.Contains(out, "aborting an unconfirmed transaction"),
+		"TryAbort issued; logs:\n%s", out)
+
+	// A broker-sent OperationNotAttempted leaves kgo's producer id failed:
+	// the next Begin says restart, and a restarted producer commits
+	// cleanly while the attempted transaction stays invisible.
+	err = p.Begin()
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrUnknownOutcome)
+	require.NoError(t, p.Close(ctx))
+	p2 := newProducer(t, cfg, "s", Deps{Registerer: reg})
+	_ = produceBatches(t, p2, "data", 1, "after")
+	assert.Equal(t, []string{"after-row-0"}, values(consumeCommitted(t, cfg, "data")))
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestCanceledFlushAborts(t *testing.T) {
+	c, cfg := newCluster(t)
+	createTopic(t, cfg, "data", 1)
+	p := newProducer(t, cfg, "s", Deps{})
+	ctx := testCtx(t)
+	// Hold every produce request until the test ends, so Flush cannot
+	// finish before its ctx does.
+	release := make(chan struct{})
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		select {
+		case <-release:
+		default:
+			c.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	require.NoError(t, p.Begin())
+	require.NoError(t, p.Produce(ctx, dataRecord("data", "slow", 0)))
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err := p.Commit(cctx)
+	close(release)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.True(t, errorsIsAny(err, ErrAborted, ErrUnknownOutcome), "got %v", err)
+}
+
+func errorsIsAny(err error, targets ...error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestFencedByInitProducerIDAuthorization(t *testing.T) {
+	c, cfg := newCluster(t)
+	c.ControlKey(int16(kmsg.InitProducerID), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		resp := kreq.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil, true
+	})
+	_, err := NewProducer(testCtx(t), cfg, "s", Deps{})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrFenced)
+	assert.ErrorContains(t, err, "sinktest.s")
+}
+
+func TestDeleteRecordsHelperCluster(t *testing.T) {
+	// kadm is used by the missing-records test; make sure DeleteRecords on
+	// kfake moves the log start as the test assumes.
+	_, cfg := newCluster(t)
+	createTopic(t, cfg, "data", 1)
+	p := newProducer(t, cfg, "s", Deps{})
+	com := produceBatches(t, p, "data", 4, "b")
+	r := newReader(t, cfg)
+	var os kadm.Offsets
+	os.Add(kadm.Offset{Topic: "data", Partition: 0, At: com.Groups[0].Spans[0].First + 1})
+	resp, err := kadm.NewClient(r.cl).DeleteRecords(testCtx(t), os)
+	require.NoError(t, err)
+	require.NoError(t, resp.Error())
+	starts, err := r.StartOffsets(testCtx(t), "data")
+	require.NoError(t, err)
+	assert.Equal(t, com.Groups[0].Spans[0].First+1, starts[0])
+}

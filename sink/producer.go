@@ -1,0 +1,568 @@
+package sink
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
+)
+
+// HeaderOp is the record header whose value labels records_written_total
+// when Record.Op is empty.
+const HeaderOp = "amp-op"
+
+// Header is one Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Record is one record to produce. Key, Value and header values are opaque
+// bytes (the encoder produced them); the sink does not retain them after the
+// record's delivery is acknowledged.
+type Record struct {
+	// Topic is the destination topic (it must exist: see EnsureTopics).
+	Topic string
+	// Key is hashed (murmur2, as the Java client) to pick the partition, so
+	// a batch id key keeps a batch, its retractions and its tombstone on one
+	// partition. Nil keys are refused: every bridge record is keyed.
+	Key []byte
+	// Value is the payload; nil is a tombstone.
+	Value   []byte
+	Headers []Header
+	// Group names the unit whose offset spans Commit reports (the batch id,
+	// or a name for a control event whose offset the checkpoint needs).
+	// Empty: not tracked (retractions, tombstones).
+	Group string
+	// Op labels records_written_total; empty means the amp-op header value,
+	// or "none".
+	Op string
+}
+
+// Span is a contiguous range of offsets [First, Last] of one partition that
+// a group's records occupy. Spans of one group never include records of a
+// later Produce call of another group on the same partition as long as the
+// caller produces groups one after the other; if several producers share a
+// topic, a span may include their records: filter read-back records by a
+// header (amp-batch-id).
+type Span struct {
+	Topic     string
+	Partition int32
+	First     int64
+	Last      int64
+}
+
+func (s Span) String() string {
+	return fmt.Sprintf("%s/%d[%d..%d]", s.Topic, s.Partition, s.First, s.Last)
+}
+
+// GroupSpans is the offset spans of one group, sorted by topic and partition.
+type GroupSpans struct {
+	Group string
+	Spans []Span
+	// Records is the number of records of the group.
+	Records int
+}
+
+// Committed is what a successful Commit made visible.
+type Committed struct {
+	// Groups are in the order of each group's first Produce.
+	Groups []GroupSpans
+	// Records counts every record of the transaction.
+	Records int
+	// Duration is from Begin to the end of the commit.
+	Duration time.Duration
+}
+
+// Group returns the spans of the named group.
+func (c Committed) Group(name string) (GroupSpans, bool) {
+	for _, g := range c.Groups {
+		if g.Group == name {
+			return g, true
+		}
+	}
+	return GroupSpans{}, false
+}
+
+// TxnStats describes the open transaction, for Budget decisions.
+type TxnStats struct {
+	Open    bool
+	Records int
+	Began   time.Time
+}
+
+// Deps are the injected dependencies of the package's clients.
+type Deps struct {
+	// Logger receives the sink's logs and, through kslog, franz-go's. Nil
+	// discards them.
+	Logger *slog.Logger
+	// Registerer receives the sink's metrics and franz-go's kprom client
+	// metrics. Nil registers nothing.
+	Registerer prometheus.Registerer
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+func (d Deps) withDefaults() Deps {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	return d
+}
+
+// Producer writes one stream's records in Kafka transactions (or, in
+// at-least-once mode, idempotently without transactions).
+//
+// It is driven by one goroutine: Begin, Produce..., then Commit or Abort.
+// Its methods are not safe for concurrent use, except that Close may follow
+// from another goroutine once no call is in progress.
+type Producer struct {
+	cfg    Config
+	id     string
+	txnID  string
+	eos    bool
+	cl     *kgo.Client
+	log    *slog.Logger
+	now    func() time.Time
+	m      *metrics
+	broken error // sticky ErrFenced / ErrUnknownOutcome
+	txn    *txn
+
+	closeOnce sync.Once
+	closed    atomic.Bool
+}
+
+// txn is the state of the open transaction.
+type txn struct {
+	began   time.Time
+	fep     *kgo.FirstErrPromise
+	records int
+	ops     map[string]int
+	groups  []*group
+	byName  map[string]*group
+
+	failed atomic.Pointer[error] // first failed record, for fast failure
+
+	mu sync.Mutex // guards the spans of every group (promises run on kgo goroutines)
+}
+
+type group struct {
+	name    string
+	records int
+	spans   map[topicPartition]*Span
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// NewProducer connects and, in exactly-once mode, initializes the producer
+// id of transactional id "{prefix}.{id}" (id is the stream name, or e.g.
+// "stream.backfill-3" for a backfill worker). Initializing the id fences any
+// older instance with the same id and aborts its open transaction, so a
+// restarted bridge never waits for the transaction timeout.
+//
+// ctx bounds only the connection and initialization.
+func NewProducer(ctx context.Context, cfg Config, id string, deps Deps) (*Producer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("validating kafka config: %w", err)
+	}
+	if !legalName(id, 200) {
+		return nil, fmt.Errorf("creating producer: id %q must match [a-zA-Z0-9._-]+ (it becomes part of the transactional id)", id)
+	}
+	deps = deps.withDefaults()
+	p := &Producer{
+		cfg:   cfg,
+		id:    id,
+		txnID: TransactionalID(cfg.TransactionalIDPrefix, id),
+		eos:   cfg.Delivery == DeliveryExactlyOnce,
+		now:   deps.Now,
+	}
+	p.log = deps.Logger.With("stream", id, "txn_id", p.txnID, "delivery", string(cfg.Delivery))
+
+	opts, err := cfg.clientOpts(p.log)
+	if err != nil {
+		return nil, err
+	}
+	codec, _ := cfg.Compression.codec() // validated above
+	opts = append(opts,
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchCompression(codec),
+		kgo.ProducerLinger(cfg.Linger),
+		kgo.ProducerBatchMaxBytes(cfg.BatchMaxBytes),
+		kgo.MaxBufferedBytes(cfg.MaxBufferedBytes),
+		kgo.MaxBufferedRecords(cfg.MaxBufferedRecords),
+		kgo.RecordDeliveryTimeout(cfg.DeliveryTimeout),
+		// Losing acknowledged data must stop the stream, not be skipped.
+		kgo.StopProducerOnDataLossDetected(),
+	)
+	if p.eos {
+		opts = append(opts,
+			kgo.TransactionalID(p.txnID),
+			kgo.TransactionTimeout(cfg.TransactionTimeout),
+		)
+	}
+	if deps.Registerer != nil {
+		if p.m, err = newMetrics(deps.Registerer, cfg.MetricsNamespace); err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.WithHooks(kprom.NewMetrics(cfg.MetricsNamespace,
+			kprom.Registerer(lenientRegisterer{Registerer: deps.Registerer, log: p.log}),
+			kprom.Subsystem("kafka"),
+			kprom.WithStaticLabel(prometheus.Labels{"stream": id}),
+		)))
+	}
+	if cfg.SASL.Mechanism == SASLPlain && !cfg.TLS.Enabled {
+		p.log.Warn("SASL PLAIN without TLS sends the password in clear text; enable kafka.tls")
+	}
+	if cfg.TLS.InsecureSkipVerify {
+		p.log.Warn("kafka.tls.insecure_skip_verify is on: broker certificates are not verified")
+	}
+
+	p.cl, err = kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating kafka producer client: %w", err)
+	}
+	// Ping first: a wrong address, TLS or SASL setting fails here at once,
+	// while the producer id load would retry until ctx ends.
+	if err := p.cl.Ping(ctx); err != nil {
+		p.cl.Close()
+		return nil, fmt.Errorf("connecting to kafka %v (check kafka.brokers, kafka.tls and kafka.sasl): %w", cfg.Brokers, err)
+	}
+	if _, _, err := p.cl.ProducerID(ctx); err != nil {
+		p.cl.Close()
+		return nil, p.initError(err)
+	}
+	p.log.Info("kafka producer ready")
+	return p, nil
+}
+
+func (p *Producer) initError(err error) error {
+	switch {
+	case isFenced(err):
+		return fmt.Errorf("%w: initializing producer id for %s: %w", ErrFenced, p.txnID, err)
+	case errors.Is(err, kerr.InvalidTransactionTimeout):
+		return fmt.Errorf("initializing producer id for %s: kafka.transaction_timeout %s exceeds the broker's transaction.max.timeout.ms; lower it or raise the broker limit: %w",
+			p.txnID, p.cfg.TransactionTimeout, err)
+	default:
+		return fmt.Errorf("initializing producer id for %s: %w", p.txnID, err)
+	}
+}
+
+// TransactionalID returns the producer's transactional id (also in
+// at-least-once mode, where it is only a name).
+func (p *Producer) TransactionalID() string { return p.txnID }
+
+// Stats describes the open transaction.
+func (p *Producer) Stats() TxnStats {
+	if p.txn == nil {
+		return TxnStats{}
+	}
+	return TxnStats{Open: true, Records: p.txn.records, Began: p.txn.began}
+}
+
+func (p *Producer) usable() error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	if p.broken != nil {
+		return fmt.Errorf("producer %s is unusable after an earlier error: %w", p.txnID, p.broken)
+	}
+	return nil
+}
+
+// Begin opens a transaction. It fails if one is open.
+func (p *Producer) Begin() error {
+	if err := p.usable(); err != nil {
+		return err
+	}
+	if p.txn != nil {
+		return fmt.Errorf("beginning transaction on %s: a transaction is already open; call Commit or Abort first", p.txnID)
+	}
+	if p.eos {
+		if err := p.cl.BeginTransaction(); err != nil {
+			if isFenced(err) {
+				p.broken = ErrFenced
+				return fmt.Errorf("%w: beginning transaction on %s: %w", ErrFenced, p.txnID, err)
+			}
+			// kgo refuses to begin only when its producer id failed for
+			// good: this client cannot recover, a restarted one can.
+			p.broken = ErrUnknownOutcome
+			return fmt.Errorf("%w: beginning transaction on %s: %w", ErrUnknownOutcome, p.txnID, err)
+		}
+	}
+	p.txn = &txn{
+		began:  p.now(),
+		fep:    kgo.AbortingFirstErrPromise(p.cl),
+		ops:    make(map[string]int),
+		byName: make(map[string]*group),
+	}
+	return nil
+}
+
+// Produce buffers rec in the open transaction and returns; delivery is
+// asynchronous. It blocks while the producer buffer is full (MaxBufferedBytes):
+// that is the backpressure to the caller, bounded by ctx.
+//
+// A non-nil error means the transaction cannot commit (an earlier record
+// failed, ctx ended, or no transaction is open): stop producing and call
+// Abort, or Commit, which aborts and returns the classified error.
+func (p *Producer) Produce(ctx context.Context, rec Record) error {
+	if err := p.usable(); err != nil {
+		return err
+	}
+	t := p.txn
+	if t == nil {
+		return fmt.Errorf("producing to %s: no open transaction; call Begin first", rec.Topic)
+	}
+	if f := t.failed.Load(); f != nil {
+		return fmt.Errorf("producing to %s: an earlier record of this transaction failed: %w", rec.Topic, *f)
+	}
+	if rec.Key == nil {
+		return fmt.Errorf("producing to %s: record has a nil key; every bridge record is keyed (batch id or row key)", rec.Topic)
+	}
+	kr := &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value}
+	op := rec.Op
+	if len(rec.Headers) > 0 {
+		kr.Headers = make([]kgo.RecordHeader, len(rec.Headers))
+		for i, h := range rec.Headers {
+			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+			if op == "" && h.Key == HeaderOp {
+				op = string(h.Value)
+			}
+		}
+	}
+	if op == "" {
+		op = "none"
+	}
+	t.records++
+	t.ops[op]++
+	var g *group
+	if rec.Group != "" {
+		if g = t.byName[rec.Group]; g == nil {
+			g = &group{name: rec.Group, spans: make(map[topicPartition]*Span)}
+			t.byName[rec.Group] = g
+			t.groups = append(t.groups, g)
+		}
+		g.records++
+	}
+	done := t.fep.Promise()
+	p.cl.Produce(ctx, kr, func(r *kgo.Record, err error) {
+		if err != nil {
+			t.failed.CompareAndSwap(nil, &err)
+		} else if g != nil {
+			t.observe(g, r)
+		}
+		done(r, err)
+	})
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("producing to %s: %w", rec.Topic, err)
+	}
+	return nil
+}
+
+func (t *txn) observe(g *group, r *kgo.Record) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tp := topicPartition{r.Topic, r.Partition}
+	s := g.spans[tp]
+	if s == nil {
+		g.spans[tp] = &Span{Topic: r.Topic, Partition: r.Partition, First: r.Offset, Last: r.Offset}
+		return
+	}
+	s.First = min(s.First, r.Offset)
+	s.Last = max(s.Last, r.Offset)
+}
+
+// Commit flushes the open transaction and commits it. On success it returns
+// the offset spans of every group. Errors, by class (errors.Is):
+//
+//   - ErrAborted: a record failed, ctx ended before the flush finished, or
+//     the broker did not attempt the commit (OperationNotAttempted,
+//     TransactionAbortable); the transaction was aborted (TryAbort) and
+//     nothing is visible. Retry from the checkpoint.
+//   - ErrFenced: another instance owns the transactional id. Exit non-zero.
+//   - ErrUnknownOutcome: EndTransaction failed without a definite answer.
+//     Restart and re-derive the state from the control topic.
+//   - ErrDeliveryFailed (at-least-once mode): some records may be visible.
+//
+// After ErrFenced or ErrUnknownOutcome the Producer refuses further work;
+// Close it.
+func (p *Producer) Commit(ctx context.Context) (Committed, error) {
+	if err := p.usable(); err != nil {
+		return Committed{}, err
+	}
+	t := p.txn
+	if t == nil {
+		return Committed{}, fmt.Errorf("committing on %s: no open transaction", p.txnID)
+	}
+	start := p.now()
+	if err := p.cl.Flush(ctx); err != nil {
+		return Committed{}, p.abort(ctx, "canceled", fmt.Errorf("flushing: %w", err))
+	}
+	if err := t.fep.Err(); err != nil {
+		return Committed{}, p.abort(ctx, "produce_error", fmt.Errorf("producing: %w", err))
+	}
+	if p.eos {
+		ectx, cancel := p.detached(ctx)
+		err := p.cl.EndTransaction(ectx, kgo.TryCommit)
+		cancel()
+		switch {
+		case err == nil:
+		case errors.Is(err, kerr.OperationNotAttempted), errors.Is(err, kerr.TransactionAbortable):
+			return Committed{}, p.abort(ctx, "not_attempted", fmt.Errorf("ending transaction (commit not attempted): %w", err))
+		case isFenced(err):
+			p.finish(t, "fenced")
+			p.broken = ErrFenced
+			return Committed{}, fmt.Errorf("%w: committing transaction %s: %w", ErrFenced, p.txnID, err)
+		default:
+			p.finish(t, "unknown")
+			p.broken = ErrUnknownOutcome
+			p.log.Error("transaction commit outcome unknown", "err", err)
+			return Committed{}, fmt.Errorf("%w: committing transaction %s: %w", ErrUnknownOutcome, p.txnID, err)
+		}
+	}
+	end := p.now()
+	out := Committed{Records: t.records, Duration: end.Sub(t.began)}
+	t.mu.Lock()
+	for _, g := range t.groups {
+		gs := GroupSpans{Group: g.name, Records: g.records, Spans: make([]Span, 0, len(g.spans))}
+		for _, s := range g.spans {
+			gs.Spans = append(gs.Spans, *s)
+		}
+		slices.SortFunc(gs.Spans, func(a, b Span) int {
+			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+		})
+		out.Groups = append(out.Groups, gs)
+	}
+	t.mu.Unlock()
+	if p.m != nil {
+		p.m.txnCommits.WithLabelValues(p.id).Inc()
+		for op, n := range t.ops {
+			p.m.recordsWritten.WithLabelValues(p.id, op).Add(float64(n))
+		}
+		p.m.commitDuration.WithLabelValues(p.id).Observe(end.Sub(start).Seconds())
+	}
+	p.finish(t, "committed")
+	return out, nil
+}
+
+// Abort aborts the open transaction (a no-op without one): buffered
+// records are dropped and, in exactly-once mode, EndTransaction(TryAbort)
+// makes everything produced invisible. It returns nil when the abort is
+// confirmed, ErrFenced when the producer was fenced, and ErrUnknownOutcome
+// when the abort could not be confirmed (nothing was committed, but the
+// producer must be recreated). ctx cancellation does not interrupt the
+// abort; EndTxnTimeout bounds it.
+func (p *Producer) Abort(ctx context.Context) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	if p.txn == nil {
+		return nil
+	}
+	return p.abort(ctx, "requested", nil)
+}
+
+// abort aborts the open transaction because of cause (nil: requested) and
+// returns the classified error.
+func (p *Producer) abort(ctx context.Context, reason string, cause error) error {
+	t := p.txn
+	actx, cancel := p.detached(ctx)
+	defer cancel()
+	if err := p.cl.AbortBufferedRecords(actx); err != nil {
+		p.log.Warn("aborting buffered records", "err", err)
+	}
+	// Wait for every promise, so no callback of this transaction runs later.
+	// Records failed by the abort itself (ErrAborting) are expected; only a
+	// fencing error among them changes the outcome.
+	recErr := t.fep.Err()
+	var endErr error
+	if p.eos {
+		endErr = p.cl.EndTransaction(actx, kgo.TryAbort)
+	}
+	fenced := isFenced(cause) || isFenced(recErr) || isFenced(endErr)
+	if fenced && cause == nil && isFenced(recErr) {
+		cause = fmt.Errorf("producing: %w", recErr)
+	}
+	switch {
+	case fenced:
+		p.finish(t, "fenced")
+		p.broken = ErrFenced
+		return fmt.Errorf("%w: aborting transaction %s: %w", ErrFenced, p.txnID, errors.Join(cause, endErr))
+	case endErr != nil:
+		p.finish(t, "unknown")
+		p.broken = ErrUnknownOutcome
+		return fmt.Errorf("%w: aborting transaction %s (nothing was committed, but the producer state is unknown): %w",
+			ErrUnknownOutcome, p.txnID, errors.Join(cause, endErr))
+	}
+	p.finish(t, "aborted")
+	if p.m != nil {
+		p.m.txnAborts.WithLabelValues(p.id, reason).Inc()
+	}
+	if cause == nil {
+		p.log.Debug("transaction aborted", "reason", reason)
+		return nil
+	}
+	if !p.eos {
+		return fmt.Errorf("%w: %s: %w", ErrDeliveryFailed, p.txnID, cause)
+	}
+	p.log.Warn("transaction aborted", "reason", reason, "err", cause)
+	return fmt.Errorf("%w: %s (%s): %w", ErrAborted, p.txnID, reason, cause)
+}
+
+// finish closes the bookkeeping of t with an outcome label.
+func (p *Producer) finish(t *txn, outcome string) {
+	p.txn = nil
+	if p.m == nil {
+		return
+	}
+	p.m.txnDuration.WithLabelValues(p.id, outcome).Observe(p.now().Sub(t.began).Seconds())
+	switch outcome {
+	case "fenced", "unknown":
+		p.m.txnAborts.WithLabelValues(p.id, outcome).Inc()
+	}
+}
+
+// detached returns a context that keeps ctx's values but not its
+// cancellation, bounded by EndTxnTimeout: canceling EndTransaction in flight
+// would turn a clean commit or abort into an unknown outcome.
+func (p *Producer) detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), p.cfg.EndTxnTimeout)
+}
+
+// Close aborts an open transaction (bounded by ctx and EndTxnTimeout) and
+// closes the client. It is idempotent; later calls return nil.
+func (p *Producer) Close(ctx context.Context) error {
+	var err error
+	p.closeOnce.Do(func() {
+		if p.txn != nil && p.broken == nil {
+			err = p.abort(ctx, "closing", nil)
+		}
+		p.closed.Store(true)
+		p.cl.Close()
+	})
+	return err
+}
+
+// isFenced reports whether err means the producer lost its transactional id.
+func isFenced(err error) bool {
+	return err != nil && (errors.Is(err, kerr.ProducerFenced) ||
+		errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) ||
+		errors.Is(err, kerr.ClusterAuthorizationFailed))
+}

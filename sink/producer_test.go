@@ -1,0 +1,170 @@
+package sink
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+func TestProducerUsageErrors(t *testing.T) {
+	_, cfg := newCluster(t)
+	createTopic(t, cfg, "data", 1)
+	p := newProducer(t, cfg, "s", Deps{})
+	ctx := testCtx(t)
+
+	err := p.Produce(ctx, dataRecord("data", "b", 0))
+	assert.ErrorContains(t, err, "call Begin first")
+	_, err = p.Commit(ctx)
+	assert.ErrorContains(t, err, "no open transaction")
+	assert.NoError(t, p.Abort(ctx), "Abort without a transaction is a no-op")
+
+	require.NoError(t, p.Begin())
+	assert.ErrorContains(t, p.Begin(), "already open")
+	assert.ErrorContains(t, p.Produce(ctx, Record{Topic: "data", Value: []byte("v")}), "nil key")
+
+	// An empty transaction commits with no spans.
+	c, err := p.Commit(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, c.Groups)
+	assert.Zero(t, c.Records)
+
+	_, err = NewProducer(ctx, cfg, "bad id", Deps{})
+	assert.ErrorContains(t, err, "must match")
+	bad := cfg
+	bad.Brokers = nil
+	_, err = NewProducer(ctx, bad, "s", Deps{})
+	assert.ErrorContains(t, err, "kafka.brokers")
+
+	require.NoError(t, p.Close(ctx))
+	require.NoError(t, p.Close(ctx), "Close is idempotent")
+	assert.ErrorIs(t, p.Begin(), ErrClosed)
+	assert.ErrorIs(t, p.Abort(ctx), ErrClosed)
+}
+
+func TestCloseAbortsOpenTransaction(t *testing.T) {
+	_, cfg := newCluster(t)
+	createTopic(t, cfg, "data", 1)
+	ctx := testCtx(t)
+	p := newProducer(t, cfg, "s", Deps{})
+	_ = produceBatches(t, p, "data", 1, "kept")
+	require.NoError(t, p.Begin())
+	require.NoError(t, p.Produce(ctx, dataRecord("data", "dropped", 0)))
+	require.NoError(t, p.Close(ctx))
+	assert.Equal(t, []string{"kept-row-0"}, values(consumeCommitted(t, cfg, "data")))
+}
+
+func TestAtLeastOnceDeliveryFailure(t *testing.T) {
+	c, cfg := newCluster(t)
+	cfg.Delivery = DeliveryAtLeastOnce
+	createTopic(t, cfg, "data", 1)
+	p := newProducer(t, cfg, "s", Deps{})
+	ctx := testCtx(t)
+	failProduce(c, kerr.InvalidRecord.Code)
+	require.NoError(t, p.Begin())
+	require.NoError(t, p.Produce(ctx, dataRecord("data", "b", 0)))
+	_, err := p.Commit(ctx)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrDeliveryFailed)
+	assert.NotErrorIs(t, err, ErrAborted, "at-least-once cannot abort")
+	// Still usable.
+	_ = produceBatches(t, p, "data", 1, "ok")
+}
+
+// TestCloseLeavesNoGoroutines checks style H7: every goroutine the package
+// starts ends with Close.
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	_, cfg := newCluster(t)
+	createTopic(t, cfg, "data", 2)
+	ctx := testCtx(t)
+	// Warm up package-level state (kgo pools, compressors).
+	warm := newProducer(t, cfg, "warm", Deps{})
+	_ = produceBatches(t, warm, "data", 1, "w")
+	require.NoError(t, warm.Close(ctx))
+
+	before := runtime.NumGoroutine()
+	for i := range 3 {
+		p, err := NewProducer(ctx, cfg, "leak", Deps{Logger: testLogger(t)})
+		require.NoError(t, err)
+		_ = produceBatches(t, p, "data", 3, "a", "b")
+		require.NoError(t, p.Begin())
+		require.NoError(t, p.Produce(ctx, dataRecord("data", "x", i)))
+		require.NoError(t, p.Close(ctx))
+		r, err := NewReader(ctx, cfg, Deps{})
+		require.NoError(t, err)
+		_, err = r.ReadControl(ctx, "data", 0)
+		require.NoError(t, err)
+		r.Close()
+		a, err := NewAdmin(ctx, cfg, Deps{})
+		require.NoError(t, err)
+		a.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), before, "goroutines left after Close")
+}
+
+// BenchmarkProduceCommit measures transactional throughput against an
+// in-process kfake (300-byte values, 10,000 records per transaction).
+func BenchmarkProduceCommit(b *testing.B) {
+	_, cfg := newCluster(b)
+	cfg.Linger = 5 * time.Millisecond
+	a, err := NewAdmin(context.Background(), cfg, Deps{})
+	require.NoError(b, err)
+	_, err = a.EnsureTopics(context.Background(), TopicSpec{Name: "bench", Kind: TopicData, Partitions: 4, ReplicationFactor: 1})
+	require.NoError(b, err)
+	a.Close()
+	p, err := NewProducer(context.Background(), cfg, "bench", Deps{})
+	require.NoError(b, err)
+	defer func() { _ = p.Close(context.Background()) }()
+	ctx := context.Background()
+	value := make([]byte, 300)
+	keys := [][]byte{[]byte("batch-a"), []byte("batch-b"), []byte("batch-c"), []byte("batch-d")}
+	hdr := []Header{{Key: HeaderOp, Value: []byte("c")}}
+	const perTxn = 10_000
+	b.ReportAllocs()
+	b.ResetTimer()
+	n := 0
+	for b.Loop() {
+		if n%perTxn == 0 {
+			if n > 0 {
+				if _, err := p.Commit(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := p.Begin(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		k := keys[n%len(keys)]
+		if err := p.Produce(ctx, Record{Topic: "bench", Key: k, Value: value, Headers: hdr, Group: string(k)}); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	if _, err := p.Commit(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
+}
+
+func TestTwoProducersOfOneStreamShareARegistry(t *testing.T) {
+	_, cfg := newCluster(t)
+	createTopic(t, cfg, "data", 1)
+	reg := prometheus.NewRegistry()
+	a := newProducer(t, cfg, "same", Deps{Registerer: reg})
+	// A second client with the same stream label (the first not yet
+	// closed) must not panic on duplicate kprom registration.
+	b := newProducer(t, cfg, "same", Deps{Registerer: reg})
+	_ = produceBatches(t, b, "data", 1, "x")
+	require.NoError(t, a.Close(testCtx(t)))
+	_, err := reg.Gather()
+	require.NoError(t, err)
+}

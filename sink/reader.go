@@ -1,0 +1,411 @@
+package sink
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ReadRecord is one committed record read back from Kafka.
+type ReadRecord struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte // nil for a tombstone
+	Headers   []Header
+	Timestamp time.Time
+}
+
+// Header returns the value of the first header named key.
+func (r ReadRecord) Header(key string) ([]byte, bool) {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return h.Value, true
+		}
+	}
+	return nil, false
+}
+
+// ControlRead is the result of ReadControl.
+type ControlRead struct {
+	// Records are the committed records from max(from, Start) up to End,
+	// in offset order.
+	Records []ReadRecord
+	// Start is the partition's log start offset when read.
+	Start int64
+	// End is the last stable offset the read went up to: the next offset
+	// to read from next time.
+	End int64
+	// Truncated is true when from was below Start: retention (or
+	// DeleteRecords) removed events the caller asked for.
+	Truncated bool
+}
+
+// Reader reads committed records back from Kafka (read_committed) by exact
+// offsets, for retractions and for the reconciliation read of the control
+// topic. It issues its own fetch requests to the partition leaders, so it
+// knows exactly how far it has read even across aborted records and
+// transaction markers, which a consumer hides. One Reader serves one caller
+// at a time.
+type Reader struct {
+	cfg Config
+	cl  *kgo.Client
+	adm *kadm.Client
+	log *slog.Logger
+	dec kgo.Decompressor
+}
+
+// NewReader creates a Reader. ctx bounds the first connection.
+func NewReader(ctx context.Context, cfg Config, deps Deps) (*Reader, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("validating kafka config: %w", err)
+	}
+	deps = deps.withDefaults()
+	opts, err := cfg.clientOpts(deps.Logger)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating kafka reader client: %w", err)
+	}
+	if err := cl.Ping(ctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("connecting to kafka %v (check kafka.brokers, kafka.tls and kafka.sasl): %w", cfg.Brokers, err)
+	}
+	return &Reader{cfg: cfg, cl: cl, adm: kadm.NewClient(cl), log: deps.Logger, dec: kgo.DefaultDecompressor()}, nil
+}
+
+// Close closes the client.
+func (r *Reader) Close() { r.cl.Close() }
+
+// EndOffsets returns the last stable offset per partition of topic (what a
+// read_committed consumer reads up to).
+func (r *Reader) EndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	return listOffsets(ctx, r.adm.ListCommittedOffsets, topic)
+}
+
+// StartOffsets returns the log start offset per partition of topic.
+func (r *Reader) StartOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	return listOffsets(ctx, r.adm.ListStartOffsets, topic)
+}
+
+// highWatermarks returns the high watermark (end of the log, committed or
+// not) per partition of topic.
+func (r *Reader) highWatermarks(ctx context.Context, topic string) (map[int32]int64, error) {
+	return listOffsets(ctx, r.adm.ListEndOffsets, topic)
+}
+
+// waitStable waits until the last stable offset of topic/partition reaches
+// target and returns it. Kafka writes commit markers after EndTransaction
+// returns, and an open transaction of any producer holds the last stable
+// offset back until it ends (at worst transaction.timeout.ms).
+func (r *Reader) waitStable(ctx context.Context, topic string, partition int32, target int64) (int64, error) {
+	wait := 5 * time.Millisecond
+	for {
+		lsos, err := r.EndOffsets(ctx, topic)
+		if err != nil {
+			return 0, err
+		}
+		lso := lsos[partition]
+		if lso >= target {
+			return lso, nil
+		}
+		if err := sleepCtx(ctx, wait); err != nil {
+			return 0, fmt.Errorf("waiting for %s/%d to become stable up to offset %d (last stable offset %d): a transaction is still open on the partition, possibly of a crashed producer that times out after its transaction.timeout.ms: %w",
+				topic, partition, target, lso, err)
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
+}
+
+// ReadSpans reads exactly the committed records of every span (bounded by
+// ctx and Config.ReadTimeout). The result has one slice per span, in offset
+// order. Aborted records and transaction markers are skipped; if other
+// producers share the topic their committed records inside a span are
+// returned too (filter by the amp-batch-id header).
+//
+// A span whose records Kafka no longer holds gives a *MissingRecordsError
+// (errors.Is ErrRecordsMissing): its first offset is below the log start
+// (retention or DeleteRecords deleted it: the data topic's retention must
+// exceed the reorg retention window), it reaches past the end of the
+// partition (never written: the checkpoint does not match the topic), or its
+// first or last record is absent (compaction removed it). Records that exist
+// but are not yet stable (commit markers still being written, or another
+// producer's transaction open on the partition) are waited for, within the
+// timeout. Spans on one partition are read in one pass, from the lowest
+// first to the highest last offset.
+func (r *Reader) ReadSpans(ctx context.Context, spans []Span) ([][]ReadRecord, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.ReadTimeout)
+	defer cancel()
+	type rng struct{ from, until int64 }
+	ranges := make(map[topicPartition]rng)
+	starts := make(map[string]map[int32]int64)
+	ends := make(map[string]map[int32]int64)
+	for _, s := range spans {
+		if s.First < 0 || s.Last < s.First {
+			return nil, fmt.Errorf("reading back %s: invalid span (first must be >= 0 and <= last)", s)
+		}
+		if _, ok := starts[s.Topic]; !ok {
+			var err error
+			if starts[s.Topic], err = r.StartOffsets(ctx, s.Topic); err != nil {
+				return nil, fmt.Errorf("reading back %s: %w", s, err)
+			}
+			if ends[s.Topic], err = r.highWatermarks(ctx, s.Topic); err != nil {
+				return nil, fmt.Errorf("reading back %s: %w", s, err)
+			}
+		}
+		start, ok1 := starts[s.Topic][s.Partition]
+		hwm, ok2 := ends[s.Topic][s.Partition]
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("reading back %s: partition %d does not exist in topic %q (was the topic recreated with fewer partitions?)",
+				s, s.Partition, s.Topic)
+		}
+		if s.First < start {
+			return nil, &MissingRecordsError{Span: s, LogStart: start, End: hwm, Missing: min(start, s.Last+1) - s.First,
+				Reason: fmt.Sprintf("retention (or DeleteRecords) deleted offsets below %d of topic %q; the data topic's retention (retention.ms/retention.bytes) must exceed the stream's reorg retention window, or retractions cannot carry the original rows",
+					start, s.Topic)}
+		}
+		if s.Last >= hwm {
+			return nil, &MissingRecordsError{Span: s, LogStart: start, End: hwm, Missing: s.Last + 1 - max(hwm, s.First),
+				Reason: "the span reaches past the end of the partition: those records were never written, or the topic was deleted and recreated; the checkpoint does not match this topic"}
+		}
+		// The records exist; wait until they are stable (the commit markers
+		// are written after EndTransaction returns).
+		if _, err := r.waitStable(ctx, s.Topic, s.Partition, s.Last+1); err != nil {
+			return nil, fmt.Errorf("reading back %s: %w", s, err)
+		}
+		tp := topicPartition{s.Topic, s.Partition}
+		if cur, ok := ranges[tp]; ok {
+			ranges[tp] = rng{min(cur.from, s.First), max(cur.until, s.Last+1)}
+		} else {
+			ranges[tp] = rng{s.First, s.Last + 1}
+		}
+	}
+	fetched := make(map[topicPartition][]ReadRecord, len(ranges))
+	for tp, rg := range ranges {
+		recs, _, err := r.fetchRange(ctx, tp.topic, tp.partition, rg.from, rg.until)
+		if err != nil {
+			return nil, fmt.Errorf("reading back %s/%d[%d..%d]: %w", tp.topic, tp.partition, rg.from, rg.until-1, err)
+		}
+		fetched[tp] = recs
+	}
+	out := make([][]ReadRecord, len(spans))
+	for i, s := range spans {
+		recs := fetched[topicPartition{s.Topic, s.Partition}]
+		lo, _ := slices.BinarySearchFunc(recs, s.First, func(r ReadRecord, o int64) int { return cmp.Compare(r.Offset, o) })
+		hi, _ := slices.BinarySearchFunc(recs, s.Last+1, func(r ReadRecord, o int64) int { return cmp.Compare(r.Offset, o) })
+		got := recs[lo:hi:hi]
+		if len(got) == 0 || got[0].Offset != s.First || got[len(got)-1].Offset != s.Last {
+			return nil, &MissingRecordsError{Span: s, LogStart: starts[s.Topic][s.Partition], End: ends[s.Topic][s.Partition],
+				Missing: s.Last - s.First + 1 - int64(len(got)),
+				Reason:  "records at the span's edges are absent although the offsets are retained: compaction removed them, or the span does not belong to this topic"}
+		}
+		out[i] = got
+	}
+	return out, nil
+}
+
+// ReadControl reads the committed records of partition 0 of the control
+// topic from offset from (negative: from the log start) up to the last
+// stable offset at the time of the call, bounded by ctx and
+// Config.ReadTimeout. It does not interpret them.
+func (r *Reader) ReadControl(ctx context.Context, topic string, from int64) (ControlRead, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.ReadTimeout)
+	defer cancel()
+	const partition = 0
+	starts, err := r.StartOffsets(ctx, topic)
+	if err != nil {
+		return ControlRead{}, fmt.Errorf("reading control topic: %w", err)
+	}
+	hwms, err := r.highWatermarks(ctx, topic)
+	if err != nil {
+		return ControlRead{}, fmt.Errorf("reading control topic: %w", err)
+	}
+	// Wait until every transaction open at the call has ended, so the
+	// read includes everything committed before it (another stream's open
+	// transaction would otherwise hide later committed events).
+	end, err := r.waitStable(ctx, topic, partition, hwms[partition])
+	if err != nil {
+		return ControlRead{}, fmt.Errorf("reading control topic %s: %w", topic, err)
+	}
+	out := ControlRead{Start: starts[partition], End: end}
+	if from < 0 {
+		from = out.Start
+	}
+	if from < out.Start {
+		out.Truncated = true
+		from = out.Start
+	}
+	if from >= out.End {
+		return out, nil
+	}
+	out.Records, _, err = r.fetchRange(ctx, topic, partition, from, out.End)
+	if err != nil {
+		return ControlRead{}, fmt.Errorf("reading control topic %s/%d[%d..%d): %w", topic, partition, from, out.End, err)
+	}
+	return out, nil
+}
+
+// fetchRange returns the committed records with from <= offset < until of
+// one partition; until must not exceed the last stable offset. It returns
+// the offset it read up to.
+func (r *Reader) fetchRange(ctx context.Context, topic string, partition int32, from, until int64) ([]ReadRecord, int64, error) {
+	var (
+		out    []ReadRecord
+		next   = from
+		leader = int32(-1)
+		id     [16]byte
+	)
+	for next < until {
+		if leader < 0 {
+			m, err := freshMetadata(ctx, r.cl, topic)
+			if err != nil {
+				return nil, next, err
+			}
+			l, ok := m.leaders[partition]
+			if !ok {
+				return nil, next, fmt.Errorf("partition %d of %q: %w", partition, topic, kerr.UnknownTopicOrPartition)
+			}
+			if l < 0 {
+				if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+					return nil, next, fmt.Errorf("waiting for a leader of %s/%d: %w", topic, partition, err)
+				}
+				continue
+			}
+			leader, id = l, m.id
+		}
+		rp, err := r.fetchOnce(ctx, leader, topic, id, partition, next, until)
+		if err != nil {
+			return nil, next, err
+		}
+		switch perr := kerr.ErrorForCode(rp.ErrorCode); {
+		case perr == nil:
+		case errors.Is(perr, kerr.OffsetOutOfRange):
+			return nil, next, &MissingRecordsError{
+				Span: Span{Topic: topic, Partition: partition, First: next, Last: until - 1}, LogStart: rp.LogStartOffset, End: rp.LastStableOffset,
+				Missing: until - next, Reason: "offset out of range: retention or DeleteRecords deleted the records",
+			}
+		case kerr.IsRetriable(perr):
+			r.log.Debug("retrying fetch", "topic", topic, "partition", partition, "err", perr)
+			leader = -1
+			if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+				return nil, next, fmt.Errorf("fetching %s/%d at %d: %w (last error: %w)", topic, partition, next, err, perr)
+			}
+			continue
+		default:
+			return nil, next, fmt.Errorf("fetching %s/%d at %d: %w", topic, partition, next, perr)
+		}
+		fp, after := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+			Offset:         next,
+			IsolationLevel: kgo.ReadCommitted(),
+			Topic:          topic,
+			Partition:      partition,
+		}, rp, r.dec, nil)
+		if fp.Err != nil {
+			return nil, next, fmt.Errorf("decoding fetch of %s/%d at %d: %w", topic, partition, next, fp.Err)
+		}
+		for _, rec := range fp.Records {
+			if rec.Offset >= until {
+				break
+			}
+			out = append(out, toReadRecord(rec))
+		}
+		if after <= next {
+			// No progress: the broker had nothing at next, although the
+			// caller checked next < until <= last stable offset.
+			if rp.LastStableOffset >= 0 && rp.LastStableOffset <= next {
+				return nil, next, fmt.Errorf("fetching %s/%d: no committed data at offset %d (last stable offset %d, wanted up to %d)",
+					topic, partition, next, rp.LastStableOffset, until)
+			}
+			if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+				return nil, next, fmt.Errorf("fetching %s/%d at %d: %w", topic, partition, next, err)
+			}
+			continue
+		}
+		next = after
+	}
+	return out, next, nil
+}
+
+func (r *Reader) fetchOnce(ctx context.Context, leader int32, topic string, id [16]byte, partition int32, offset, until int64) (*kmsg.FetchResponseTopicPartition, error) {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = 200
+	req.MinBytes = 1
+	req.MaxBytes = r.cfg.FetchMaxBytes
+	req.IsolationLevel = 1 // read_committed
+	req.SessionEpoch = -1  // no fetch session
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rt.TopicID = id
+	rpart := kmsg.NewFetchRequestTopicPartition()
+	rpart.Partition = partition
+	rpart.FetchOffset = offset
+	rpart.CurrentLeaderEpoch = -1
+	rpart.LastFetchedEpoch = -1
+	rpart.LogStartOffset = -1
+	rpart.PartitionMaxBytes = r.cfg.FetchMaxBytes
+	rt.Partitions = append(rt.Partitions, rpart)
+	req.Topics = append(req.Topics, rt)
+
+	kresp, err := r.cl.Broker(int(leader)).Request(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("fetching %s/%d at %d (until %d) from broker %d: %w", topic, partition, offset, until, leader, err)
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, fmt.Errorf("fetching %s/%d at %d: %w", topic, partition, offset, err)
+	}
+	for i := range resp.Topics {
+		t := &resp.Topics[i]
+		if t.Topic != topic && (t.TopicID != id || id == [16]byte{}) {
+			continue
+		}
+		for j := range t.Partitions {
+			if t.Partitions[j].Partition == partition {
+				return &t.Partitions[j], nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("fetching %s/%d at %d: the response has no data for the partition", topic, partition, offset)
+}
+
+func toReadRecord(rec *kgo.Record) ReadRecord {
+	out := ReadRecord{
+		Topic:     rec.Topic,
+		Partition: rec.Partition,
+		Offset:    rec.Offset,
+		Key:       rec.Key,
+		Value:     rec.Value,
+		Timestamp: rec.Timestamp,
+	}
+	if len(rec.Headers) > 0 {
+		out.Headers = make([]Header, len(rec.Headers))
+		for i, h := range rec.Headers {
+			out.Headers[i] = Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return out
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,220 @@
+package source
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	flightpb "github.com/apache/arrow-go/v18/arrow/flight/gen/flight"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
+)
+
+// Request header names (amp-protocol.md §1.2, §9.1).
+const (
+	headerStream = "amp-stream"
+	headerResume = "amp-resume"
+	headerAuth   = "authorization"
+)
+
+// Deps are the injected collaborators of a Client. Every field is optional.
+type Deps struct {
+	// Logger receives reconnect warnings; nil discards logs.
+	Logger *slog.Logger
+	// Allocator is used by the IPC reader (dictionaries, alignment fixes);
+	// record bodies themselves are not copied. nil means
+	// memory.DefaultAllocator.
+	Allocator memory.Allocator
+	// Clock times the reconnect backoff; nil means the real clock.
+	Clock Clock
+	// Rand returns numbers in [0,1) for the backoff jitter; nil means
+	// math/rand/v2.Float64.
+	Rand func() float64
+	// DialOptions are appended to the client's gRPC dial options (test
+	// seam, e.g. a bufconn dialer).
+	DialOptions []grpc.DialOption
+}
+
+// Client is an Amp Arrow Flight client. It holds one gRPC connection that
+// every Stream and Query of the client shares and reuses across reconnects.
+// It is safe for concurrent use.
+type Client struct {
+	cfg   Config
+	conn  *grpc.ClientConn
+	svc   flightpb.FlightServiceClient
+	log   *slog.Logger
+	mem   memory.Allocator
+	clock Clock
+	rand  func() float64
+}
+
+// New validates cfg, loads the TLS files and creates the gRPC client. It
+// does not connect: gRPC connects lazily, so an unreachable server shows up
+// as a retried UNAVAILABLE on the first stream.
+func New(cfg Config, deps Deps) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("validating source config: %w", err)
+	}
+	creds := insecure.NewCredentials()
+	if cfg.TLS.Enabled {
+		tc, err := loadTLS(cfg.TLS)
+		if err != nil {
+			return nil, err
+		}
+		creds = credentials.NewTLS(tc)
+	}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cfg.MaxRecvMsgSize)),
+	}
+	if cfg.KeepaliveTime > 0 {
+		opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout,
+		}))
+	}
+	opts = append(opts, deps.DialOptions...)
+	conn, err := grpc.NewClient(cfg.Addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating gRPC client for %s: %w", cfg.Addr, err)
+	}
+	c := &Client{
+		cfg: cfg, conn: conn, svc: flightpb.NewFlightServiceClient(conn),
+		log: deps.Logger, mem: deps.Allocator, clock: deps.Clock, rand: deps.Rand,
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.mem == nil {
+		c.mem = memory.DefaultAllocator
+	}
+	if c.clock == nil {
+		c.clock = realClock{}
+	}
+	if c.rand == nil {
+		c.rand = rand.Float64
+	}
+	return c, nil
+}
+
+func loadTLS(tc TLSConfig) (*tls.Config, error) {
+	out := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: tc.ServerName}
+	if tc.CAFile != "" {
+		pem, err := os.ReadFile(tc.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading source.tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("reading source.tls.ca_file %s: no PEM certificate found", tc.CAFile)
+		}
+		out.RootCAs = pool
+	}
+	if tc.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(tc.CertFile, tc.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("loading source.tls.cert_file/key_file: %w", err)
+		}
+		out.Certificates = []tls.Certificate{cert}
+	}
+	return out, nil
+}
+
+// Close closes the gRPC connection. Close the client's streams first; a
+// stream still open fails with a transport error.
+func (c *Client) Close() error {
+	if err := c.conn.Close(); err != nil {
+		return fmt.Errorf("closing gRPC connection: %w", err)
+	}
+	return nil
+}
+
+// Schema plans sql with GetFlightInfo (which does not execute it) and
+// returns its output schema.
+func (c *Client) Schema(ctx context.Context, sql string) (*arrow.Schema, error) {
+	info, err := c.flightInfo(ctx, sql, false, nil)
+	if err != nil {
+		return nil, err
+	}
+	s, err := flight.DeserializeSchema(info.GetSchema(), c.mem)
+	if err != nil {
+		return nil, &permanentError{fmt.Errorf("source: decoding FlightInfo schema: %w", err)}
+	}
+	return s, nil
+}
+
+// withAuth adds the bearer token, when configured, to a call's metadata.
+func (c *Client) withAuth(ctx context.Context, kv ...string) context.Context {
+	if c.cfg.Token != "" {
+		kv = append(kv, headerAuth, "Bearer "+c.cfg.Token)
+	}
+	if len(kv) == 0 {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, kv...)
+}
+
+// flightInfo calls GetFlightInfo with a CMD descriptor holding
+// Any(CommandStatementQuery{sql}), amp-stream set to streaming and, when cur
+// is not empty, amp-resume set to the validated cursor.
+func (c *Client) flightInfo(ctx context.Context, sql string, streaming bool, cur reorg.Cursor) (*flightpb.FlightInfo, error) {
+	desc, err := descriptor(sql)
+	if err != nil {
+		return nil, err
+	}
+	kv := []string{headerStream, strconv.FormatBool(streaming)}
+	if len(cur) > 0 {
+		h, err := cur.Header()
+		if err != nil {
+			return nil, &permanentError{fmt.Errorf("source: encoding resume cursor: %w", err)}
+		}
+		kv = append(kv, headerResume, h)
+	}
+	tctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	info, err := c.svc.GetFlightInfo(c.withAuth(tctx, kv...), desc)
+	if err != nil {
+		return nil, statusError("GetFlightInfo", err)
+	}
+	return info, nil
+}
+
+// ticket returns the opaque ticket of the FlightInfo's single endpoint. Amp
+// returns exactly one endpoint without locations: redeem it on this server.
+func ticket(info *flightpb.FlightInfo) (*flightpb.Ticket, error) {
+	eps := info.GetEndpoint()
+	if len(eps) != 1 || eps[0].GetTicket() == nil {
+		return nil, &permanentError{fmt.Errorf("source: GetFlightInfo returned %d endpoints; Amp returns exactly one with a ticket", len(eps))}
+	}
+	return eps[0].GetTicket(), nil
+}
+
+func descriptor(sql string) (*flightpb.FlightDescriptor, error) {
+	if sql == "" {
+		return nil, &permanentError{errors.New("source: the SQL query is empty")}
+	}
+	anyCmd, err := anypb.New(&flightpb.CommandStatementQuery{Query: sql})
+	if err != nil {
+		return nil, fmt.Errorf("source: packing CommandStatementQuery: %w", err)
+	}
+	cmd, err := proto.Marshal(anyCmd)
+	if err != nil {
+		return nil, fmt.Errorf("source: encoding CommandStatementQuery: %w", err)
+	}
+	return &flightpb.FlightDescriptor{Type: flightpb.FlightDescriptor_CMD, Cmd: cmd}, nil
+}

@@ -1,0 +1,199 @@
+package source
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"strings"
+	"time"
+)
+
+// Defaults used by DefaultConfig.
+const (
+	// DefaultMaxRecvMsgSize is the gRPC receive limit: 32 MiB, the official
+	// Rust client's decode limit. Amp targets ~2 MiB per message but its
+	// split is approximate (amp-protocol.md §2.4), and grpc-go's own default
+	// of 4 MiB is too small.
+	DefaultMaxRecvMsgSize = 32 << 20
+	// MinMaxRecvMsgSize is the smallest accepted MaxRecvMsgSize.
+	MinMaxRecvMsgSize = 32 << 20
+)
+
+// Config configures a Client. Start from DefaultConfig and override fields;
+// the zero value is not valid. The YAML names are given in the field tags.
+type Config struct {
+	// Addr is the Flight server as host:port, e.g. "localhost:1602" (ampd's
+	// default Flight port). Required.
+	Addr string `yaml:"addr"`
+	// TLS configures transport security. Disabled by default: ampd itself
+	// serves plaintext gRPC (h2c); hosted gateways need TLS.
+	TLS TLSConfig `yaml:"tls"`
+	// Token, when not empty, is sent as "authorization: Bearer <Token>" on
+	// both GetFlightInfo and DoGet (hosted gateways require it; ampd ignores
+	// it). It is never logged. Default: empty.
+	Token string `yaml:"token"`
+	// MaxRecvMsgSize is the largest gRPC message accepted, in bytes. Default
+	// 32 MiB; at least 32 MiB.
+	MaxRecvMsgSize int `yaml:"max_recv_msg_size"`
+	// RequestTimeout bounds each GetFlightInfo call (planning only). It does
+	// not bound DoGet: a streaming query may be silent for a long time and
+	// the client has no idle watchdog. Default 30s.
+	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// ReadAhead is how many envelopes the reader may decode ahead of the
+	// consumer. Default 4; at least 1.
+	ReadAhead int `yaml:"read_ahead"`
+	// ReadAheadBytes bounds the IPC body bytes of the envelopes decoded ahead
+	// of the consumer; 0 means only ReadAhead bounds it. A single batch
+	// larger than the bound is still delivered, alone. Default 64 MiB.
+	ReadAheadBytes int64 `yaml:"read_ahead_bytes"`
+	// Backoff controls reconnecting after a transient failure.
+	Backoff BackoffConfig `yaml:"backoff"`
+	// KeepaliveTime, when positive, makes gRPC ping the server after this
+	// much transport inactivity, to detect a dead TCP connection during a
+	// long silence. Default 0 (off): grpc-go servers reject pings more often
+	// than every 5 minutes by default. This is not an application watchdog;
+	// a silent but healthy connection stays open.
+	KeepaliveTime time.Duration `yaml:"keepalive_time"`
+	// KeepaliveTimeout is how long to wait for a ping ack before closing the
+	// connection (then the stream reconnects). Default 20s.
+	KeepaliveTimeout time.Duration `yaml:"keepalive_timeout"`
+}
+
+// TLSConfig configures TLS to the Flight server.
+type TLSConfig struct {
+	// Enabled turns TLS on. Default false (plaintext).
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM bundle of CA certificates to trust instead of the
+	// system roots. Default empty (system roots).
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a PEM client certificate and key for mutual
+	// TLS. Both or neither. Default empty.
+	CertFile string `yaml:"cert_file"`
+	// KeyFile is the private key of CertFile.
+	KeyFile string `yaml:"key_file"`
+	// ServerName overrides the name verified in the server certificate
+	// (default: the host of Addr).
+	ServerName string `yaml:"server_name"`
+}
+
+// BackoffConfig is a capped exponential backoff with jitter: the n-th
+// consecutive retry waits min(Max, Initial·Multiplier^(n-1)) reduced by a
+// random fraction of up to Jitter.
+type BackoffConfig struct {
+	// Initial is the first delay. Default 250ms.
+	Initial time.Duration `yaml:"initial"`
+	// Max caps the delay. Default 30s.
+	Max time.Duration `yaml:"max"`
+	// Multiplier grows the delay after each failed attempt. Default 2; at
+	// least 1.
+	Multiplier float64 `yaml:"multiplier"`
+	// Jitter is the largest fraction taken off a delay at random, in [0,1].
+	// Default 0.2.
+	Jitter float64 `yaml:"jitter"`
+	// MaxAttempts is how many consecutive failed attempts end the stream
+	// with ErrRetriesExhausted; 0 retries forever. An attempt that delivered
+	// a block range resets the count. Default 0.
+	MaxAttempts int `yaml:"max_attempts"`
+}
+
+// DefaultConfig returns the documented defaults; Addr must still be set.
+func DefaultConfig() Config {
+	return Config{
+		MaxRecvMsgSize: DefaultMaxRecvMsgSize,
+		RequestTimeout: 30 * time.Second,
+		ReadAhead:      4,
+		ReadAheadBytes: 64 << 20,
+		Backoff: BackoffConfig{
+			Initial:    250 * time.Millisecond,
+			Max:        30 * time.Second,
+			Multiplier: 2,
+			Jitter:     0.2,
+		},
+		KeepaliveTimeout: 20 * time.Second,
+	}
+}
+
+// Validate checks every field and returns all problems at once, each naming
+// the YAML field and how to fix it. It does not read files or connect.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Addr == "" {
+		add("source.addr is empty; set it to the Flight server's host:port, e.g. localhost:1602")
+	} else if _, port, err := net.SplitHostPort(c.Addr); err != nil || port == "" || strings.Contains(c.Addr, "/") {
+		add("source.addr %q is not host:port (no scheme); e.g. localhost:1602", c.Addr)
+	}
+	if !c.TLS.Enabled {
+		for _, f := range []struct{ name, v string }{{"ca_file", c.TLS.CAFile}, {"cert_file", c.TLS.CertFile},
+			{"key_file", c.TLS.KeyFile}, {"server_name", c.TLS.ServerName}} {
+			if f.v != "" {
+				add("source.tls.%s is set but source.tls.enabled is false; set source.tls.enabled: true or remove source.tls.%s", f.name, f.name)
+			}
+		}
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		add("source.tls.cert_file and source.tls.key_file must be set together for a client certificate")
+	}
+	for i := 0; i < len(c.Token); i++ {
+		if b := c.Token[i]; b < 0x21 || b > 0x7e {
+			add("source.token contains a space, control or non-ASCII character at byte %d (a trailing newline from a token file?); remove it", i)
+			break
+		}
+	}
+	if c.MaxRecvMsgSize < MinMaxRecvMsgSize {
+		add("source.max_recv_msg_size %d is below %d (32 MiB), Amp's message limit; raise it", c.MaxRecvMsgSize, MinMaxRecvMsgSize)
+	}
+	if c.RequestTimeout <= 0 {
+		add("source.request_timeout must be positive (default 30s)")
+	}
+	if c.ReadAhead < 1 {
+		add("source.read_ahead must be at least 1 (default 4)")
+	}
+	if c.ReadAheadBytes < 0 {
+		add("source.read_ahead_bytes must not be negative (0 = no byte bound; default 64 MiB)")
+	}
+	b := c.Backoff
+	if b.Initial <= 0 {
+		add("source.backoff.initial must be positive (default 250ms)")
+	}
+	if b.Max < b.Initial {
+		add("source.backoff.max %v is below source.backoff.initial %v; raise max or lower initial", b.Max, b.Initial)
+	}
+	if b.Multiplier < 1 || math.IsInf(b.Multiplier, 0) || math.IsNaN(b.Multiplier) {
+		add("source.backoff.multiplier %v must be a finite number >= 1 (default 2)", b.Multiplier)
+	}
+	if !(b.Jitter >= 0 && b.Jitter <= 1) {
+		add("source.backoff.jitter %v must be within [0, 1] (default 0.2)", b.Jitter)
+	}
+	if b.MaxAttempts < 0 {
+		add("source.backoff.max_attempts must not be negative (0 = retry forever)")
+	}
+	if c.KeepaliveTime < 0 {
+		add("source.keepalive_time must not be negative (0 = off)")
+	}
+	if c.KeepaliveTime > 0 && c.KeepaliveTimeout <= 0 {
+		add("source.keepalive_timeout must be positive when source.keepalive_time is set (default 20s)")
+	}
+	return errors.Join(errs...)
+}
+
+// LogValue implements slog.LogValuer without the token.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("addr", c.Addr),
+		slog.Bool("tls", c.TLS.Enabled),
+		slog.Bool("token_set", c.Token != ""),
+		slog.Int("max_recv_msg_size", c.MaxRecvMsgSize),
+		slog.Int("read_ahead", c.ReadAhead),
+		slog.Int64("read_ahead_bytes", c.ReadAheadBytes),
+	)
+}
+
+// String returns the configuration without the token, so that printing a
+// Config with %v or %+v cannot leak it.
+func (c Config) String() string {
+	return fmt.Sprintf("source.Config{addr=%s tls=%t token_set=%t max_recv_msg_size=%d request_timeout=%s read_ahead=%d read_ahead_bytes=%d}",
+		c.Addr, c.TLS.Enabled, c.Token != "", c.MaxRecvMsgSize, c.RequestTimeout, c.ReadAhead, c.ReadAheadBytes)
+}

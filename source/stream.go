@@ -1,0 +1,484 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	flightpb "github.com/apache/arrow-go/v18/arrow/flight/gen/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
+)
+
+// Kind says what an Envelope carries.
+type Kind uint8
+
+const (
+	// KindBatch is a record batch with its block ranges: data (rows > 0,
+	// Complete false), a keep-alive (0 rows, Complete false) or the
+	// microbatch's completion (0 rows, Complete true).
+	KindBatch Kind = iota + 1
+	// KindReconnect marks that the previous DoGet stream ended and the
+	// source is about to open a new one. Everything after it comes from the
+	// new stream. It carries no batch.
+	KindReconnect
+)
+
+// String returns "batch" or "reconnect".
+func (k Kind) String() string {
+	switch k {
+	case KindBatch:
+		return "batch"
+	case KindReconnect:
+		return "reconnect"
+	default:
+		return fmt.Sprintf("Kind(%d)", uint8(k))
+	}
+}
+
+// Envelope is one item of a Stream: a record batch with its block ranges, or
+// a reconnect marker.
+type Envelope struct {
+	// Kind is KindBatch or KindReconnect.
+	Kind Kind
+	// Batch is the record batch (KindBatch only), possibly with 0 rows. The
+	// caller owns one reference and must Release it (or call
+	// Envelope.Release). It shares memory with the received gRPC message:
+	// no row was copied.
+	Batch arrow.RecordBatch
+	// Ranges are the batch's block ranges from app_metadata.
+	Ranges []reorg.BlockRange
+	// Complete is ranges_complete: this batch completes the ranges (the
+	// watermark; always 0 rows).
+	Complete bool
+	// Index is the position of the record batch in its DoGet stream, 0 for
+	// the first batch after the schema.
+	Index int
+	// Cause is, for KindReconnect, the error that ended the previous stream
+	// (io.EOF when the server ended it normally).
+	Cause error
+	// Attempt is, for KindReconnect, the number of consecutive failed
+	// attempts so far (1 for the first reconnect after a healthy stream).
+	Attempt int
+}
+
+// KeepAlive reports whether e is a 0-row batch that does not complete its
+// ranges: Amp's keep-alive (or an empty data batch). It is never the end of
+// the stream and never a reorg on its own, but it does carry the current
+// microbatch's range, which the reorg validation must see.
+func (e Envelope) KeepAlive() bool {
+	return e.Kind == KindBatch && !e.Complete && (e.Batch == nil || e.Batch.NumRows() == 0)
+}
+
+// Release releases the batch, if any, and clears it. It is safe to call on
+// any envelope, more than once.
+func (e *Envelope) Release() {
+	if e.Batch != nil {
+		e.Batch.Release()
+		e.Batch = nil
+	}
+}
+
+// Stream reads one Amp query. It is created by Client.Stream or
+// Client.Query. Next is meant for a single consumer goroutine; Close may be
+// called from any goroutine.
+type Stream struct {
+	c         *Client
+	sql       string
+	streaming bool
+	cursor    func() reorg.Cursor
+
+	items    chan item
+	maxBytes int64
+	bytes    *semaphore.Weighted // nil when ReadAheadBytes is 0
+	resume   chan struct{}       // Next → run: the reconnect marker was consumed
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when run returns; runErr is set before
+	runErr   error
+	lastErr  error // owned by run: the error of the last failed attempt
+
+	closeOnce sync.Once
+	closed    chan struct{}
+
+	// Consumer side, touched only by Next.
+	ackPending bool
+	final      error
+}
+
+type item struct {
+	env  Envelope
+	size int64 // bytes held in the read-ahead budget
+}
+
+// Stream starts a streaming query (amp-stream: true) that runs until ctx is
+// cancelled, Close is called or a permanent error occurs; Amp never ends a
+// streaming query by itself.
+//
+// cursor is called before every GetFlightInfo and must return the
+// consumer's committed resume position at that moment, or nil/empty to start
+// from the earliest block. The first call happens in Stream itself; later
+// ones run on the stream's goroutine, so cursor must be safe to call
+// concurrently with the consumer (read a mutex-guarded or atomic value).
+// After a reconnect marker, cursor is called only once the consumer has
+// received the KindReconnect envelope and called Next again. A non-empty
+// cursor is validated before it is sent (the server silently ignores an
+// invalid one and restarts from block 0): an invalid first cursor is
+// returned by Stream, a later one ends the stream with a permanent error.
+//
+// ctx bounds the whole life of the stream, like the context of a gRPC
+// streaming call: cancelling it stops the reader at once and Next returns
+// ctx.Err().
+func (c *Client) Stream(ctx context.Context, sql string, cursor func() reorg.Cursor) (*Stream, error) {
+	if cursor == nil {
+		return nil, errors.New("source: Stream needs a cursor function; return nil from it to start at the earliest block")
+	}
+	return c.open(ctx, sql, true, cursor)
+}
+
+// Query starts a batch (non-streaming) query, sending amp-stream: false so
+// that even SQL with SETTINGS stream = true runs as a batch. Its envelopes
+// are the result batches and then one 0-row Complete envelope whose ranges
+// are the synced ranges of the queried tables (amp-protocol.md §2.6); after
+// it Next returns io.EOF.
+//
+// Failures before the first envelope are retried like a stream's; a failure
+// after data was delivered ends the query with that error (IsRetryable tells
+// whether running it again may help), since a re-run would repeat rows. An
+// end of stream without the Complete envelope is ErrIncomplete.
+func (c *Client) Query(ctx context.Context, sql string) (*Stream, error) {
+	return c.open(ctx, sql, false, nil)
+}
+
+func (c *Client) open(ctx context.Context, sql string, streaming bool, cursor func() reorg.Cursor) (*Stream, error) {
+	if _, err := descriptor(sql); err != nil {
+		return nil, err
+	}
+	var first reorg.Cursor
+	if streaming {
+		first = cursor()
+		if err := validateCursor(first); err != nil {
+			return nil, err
+		}
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	s := &Stream{
+		c: c, sql: sql, streaming: streaming, cursor: cursor,
+		items:    make(chan item, c.cfg.ReadAhead),
+		maxBytes: c.cfg.ReadAheadBytes,
+		resume:   make(chan struct{}, 1),
+		cancel:   cancel,
+		done:     make(chan struct{}),
+		closed:   make(chan struct{}),
+	}
+	if s.maxBytes > 0 {
+		s.bytes = semaphore.NewWeighted(s.maxBytes)
+	}
+	go s.run(rctx, first)
+	return s, nil
+}
+
+// Next returns the next envelope, waiting for at most ctx. The caller owns
+// the returned batch and must Release it.
+//
+// Reconnects are visible: after a streaming query's DoGet fails (or ends)
+// with a retryable error, Next first returns the envelopes already read from
+// it, then one KindReconnect envelope, then the envelopes of the new stream.
+// The consumer must roll back to its committed position when it sees the
+// marker; the source calls the cursor function only when Next is called
+// after the marker, so the new stream resumes from the rolled-back position.
+// No marker is returned when a failed attempt delivered nothing since the
+// previous one.
+//
+// Errors: a permanent error (errors.Is(err, ErrPermanent)), ErrRetriesExhausted,
+// io.EOF at the end of a batch query, ErrIncomplete, the stream context's
+// error once it is cancelled, or ErrClosed after Close. Once Next returned an
+// error it returns the same error again. A ctx error of Next's own ctx is
+// returned without ending the stream.
+func (s *Stream) Next(ctx context.Context) (Envelope, error) {
+	select {
+	case <-s.closed:
+		return Envelope{}, ErrClosed
+	default:
+	}
+	if s.final != nil {
+		return Envelope{}, s.final
+	}
+	if s.ackPending {
+		s.ackPending = false
+		s.resume <- struct{}{} // capacity 1, and run consumes each token before the next marker
+	}
+	select {
+	case it := <-s.items:
+		return s.take(it), nil
+	case <-s.done:
+		// run ended; buffered items come first unless the stream was
+		// cancelled, which stops at once.
+		if !isContextErr(s.runErr) {
+			select {
+			case it := <-s.items:
+				return s.take(it), nil
+			default:
+			}
+		}
+		s.final = s.runErr
+		return Envelope{}, s.final
+	case <-s.closed:
+		return Envelope{}, ErrClosed
+	case <-ctx.Done():
+		return Envelope{}, ctx.Err()
+	}
+}
+
+func (s *Stream) take(it item) Envelope {
+	if s.bytes != nil && it.size > 0 {
+		s.bytes.Release(it.size)
+	}
+	if it.env.Kind == KindReconnect {
+		s.ackPending = true
+	}
+	return it.env
+}
+
+// Close stops the reader, waits for its goroutine and the gRPC stream to
+// finish, and releases every envelope not yet returned by Next. It is
+// idempotent and always returns nil.
+func (s *Stream) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		s.cancel()
+		<-s.done
+		for {
+			select {
+			case it := <-s.items:
+				it.env.Release()
+			default:
+				return
+			}
+		}
+	})
+	return nil
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// run owns the reader goroutine: it opens DoGet streams until a terminal
+// error and records that error for Next.
+func (s *Stream) run(ctx context.Context, first reorg.Cursor) {
+	defer close(s.done)
+	err := s.loop(ctx, first)
+	if ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	s.runErr = err
+}
+
+// attemptResult is what one GetFlightInfo+DoGet attempt produced.
+type attemptResult struct {
+	queued   bool // at least one envelope was queued
+	progress bool // at least one envelope with block ranges was queued
+	complete bool // the last queued envelope completed its ranges
+}
+
+func (s *Stream) loop(ctx context.Context, first reorg.Cursor) error {
+	cfg := s.c.cfg.Backoff
+	failures := 0        // consecutive attempts without progress
+	sinceMarker := false // an envelope was queued since the last marker
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if sinceMarker {
+				// The marker goes after everything already queued; the
+				// consumer must see it (and roll back) before the cursor
+				// for the next attempt is read.
+				if err := s.push(ctx, Envelope{Kind: KindReconnect, Cause: s.lastErr, Attempt: failures}, 0); err != nil {
+					return err
+				}
+				select {
+				case <-s.resume:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				sinceMarker = false
+			}
+			d := cfg.delay(failures, s.c.rand())
+			s.c.log.LogAttrs(ctx, slog.LevelWarn, "amp stream failed; reconnecting",
+				slog.String("error", s.lastErr.Error()), slog.Int("attempt", failures), slog.Duration("backoff", d))
+			select {
+			case <-s.c.clock.After(d):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		cur := first
+		if s.streaming && attempt > 0 {
+			cur = s.cursor()
+			if err := validateCursor(cur); err != nil {
+				return err
+			}
+		}
+		res, err := s.attempt(ctx, cur)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		sinceMarker = sinceMarker || res.queued
+		if !s.streaming {
+			switch {
+			case errors.Is(err, io.EOF) && res.complete:
+				return io.EOF
+			case errors.Is(err, io.EOF):
+				return ErrIncomplete
+			case res.queued || !IsRetryable(err):
+				return err
+			}
+		} else if !IsRetryable(err) {
+			return err
+		}
+		if res.progress {
+			failures = 0
+		}
+		failures++
+		s.lastErr = err
+		if cfg.MaxAttempts > 0 && failures >= cfg.MaxAttempts {
+			return fmt.Errorf("%w after %d attempts: %w", ErrRetriesExhausted, failures, err)
+		}
+	}
+}
+
+// validateCursor checks a non-empty cursor from the caller; an empty one
+// means "from the earliest block" and is not sent.
+func validateCursor(cur reorg.Cursor) error {
+	if len(cur) == 0 {
+		return nil
+	}
+	if err := cur.Validate(); err != nil {
+		return &permanentError{fmt.Errorf("source: validating the resume cursor from the caller: %w", err)}
+	}
+	return nil
+}
+
+// attempt runs one GetFlightInfo + DoGet and queues its envelopes. It
+// returns the error that ended the DoGet stream; io.EOF for a normal end.
+func (s *Stream) attempt(ctx context.Context, cur reorg.Cursor) (res attemptResult, err error) {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the gRPC stream and its goroutines on every return
+	info, err := s.c.flightInfo(actx, s.sql, s.streaming, cur)
+	if err != nil {
+		return res, err
+	}
+	tk, err := ticket(info)
+	if err != nil {
+		return res, err
+	}
+	st, err := s.c.svc.DoGet(s.c.withAuth(actx), tk)
+	if err != nil {
+		return res, statusError("DoGet", err)
+	}
+	dr := &dataReader{stream: st}
+	// NewRecordReader blocks until the schema arrives, which Amp sends only
+	// with the first microbatch; cancelling actx unblocks it.
+	rdr, err := flight.NewRecordReader(dr, ipc.WithAllocator(s.c.mem))
+	if err != nil {
+		return res, statusError("DoGet", err)
+	}
+	defer rdr.Release()
+	for idx := 0; rdr.Next(); idx++ {
+		rec := rdr.RecordBatch()
+		md, err := ParseAppMetadata(rdr.LatestAppMetadata())
+		if err != nil {
+			var me *MetadataError
+			if errors.As(err, &me) {
+				me.Index = idx
+			}
+			return res, err
+		}
+		size := dr.take()
+		rec.Retain() // the reader releases its reference on the next Next
+		env := Envelope{Kind: KindBatch, Batch: rec, Ranges: md.Ranges, Complete: md.Complete, Index: idx}
+		if md.Complete && rec.NumRows() > 0 {
+			// Amp never sends this; deliver the rows, then the watermark,
+			// rather than lose them (amp-protocol.md §5.1 recommendation).
+			s.c.log.LogAttrs(ctx, slog.LevelWarn, "amp sent a ranges_complete batch with rows; yielding them as data before the watermark",
+				slog.Int("batch", idx), slog.Int64("rows", rec.NumRows()))
+			wm := Envelope{Kind: KindBatch, Batch: rec.NewSlice(0, 0), Ranges: slices.Clone(md.Ranges), Complete: true, Index: idx}
+			env.Complete = false
+			if err := s.push(ctx, env, size); err != nil {
+				wm.Release()
+				return res, err
+			}
+			env = wm
+			size = 0
+		}
+		if err := s.push(ctx, env, size); err != nil {
+			return res, err
+		}
+		res.queued = true
+		res.progress = res.progress || len(md.Ranges) > 0
+		res.complete = md.Complete
+	}
+	if err := rdr.Err(); err != nil {
+		return res, statusError("DoGet", err)
+	}
+	return res, io.EOF
+}
+
+// push queues env for Next, waiting for room in the read-ahead window. On
+// failure env is released.
+func (s *Stream) push(ctx context.Context, env Envelope, size int64) error {
+	w := min(size, s.maxBytes)
+	if s.bytes != nil && w > 0 {
+		if err := s.bytes.Acquire(ctx, w); err != nil {
+			env.Release()
+			return err
+		}
+	} else {
+		w = 0
+	}
+	select {
+	case s.items <- item{env: env, size: w}:
+		return nil
+	case <-ctx.Done():
+		if w > 0 {
+			s.bytes.Release(w)
+		}
+		env.Release()
+		return ctx.Err()
+	}
+}
+
+// dataReader adapts the DoGet stream for flight.NewRecordReader: it skips
+// FlightData without an IPC header (as Amp's own decoder does) and counts
+// the body bytes received since the last record, for the read-ahead budget.
+type dataReader struct {
+	stream flightpb.FlightService_DoGetClient
+	bytes  int64
+}
+
+func (r *dataReader) Recv() (*flightpb.FlightData, error) {
+	for {
+		fd, err := r.stream.Recv()
+		if err != nil {
+			return nil, err
+		}
+		if len(fd.GetDataHeader()) == 0 {
+			continue
+		}
+		r.bytes += int64(len(fd.GetDataBody()))
+		return fd, nil
+	}
+}
+
+// take returns and resets the byte count.
+func (r *dataReader) take() int64 {
+	n := r.bytes
+	r.bytes = 0
+	return n
+}
