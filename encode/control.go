@@ -60,6 +60,10 @@ type Watermark struct {
 	Batches []CommittedBatch
 	// Rows is the number of rows of all listed batches.
 	Rows uint64
+	// Checkpoint is the stream's checkpoint after this transaction, as
+	// encoded by the offsets package: what reconciliation rebuilds a lost
+	// or stale checkpoint store from. Empty in events that carry none.
+	Checkpoint []byte
 }
 
 // InvalidatedRange is the block range of one network an Undo invalidates.
@@ -189,7 +193,7 @@ func (c *ControlCodec) AppendWatermark(dst []byte, w Watermark) ([]byte, error) 
 		}
 		batches = append(batches, map[string]any{"batch_id": b.BatchID, "sequence": bseq, "ranges": ranges, "rows": brows, "spans": spans})
 	}
-	native := map[string]any{"stream": w.Stream, "sequence": seq, "ts_ms": w.TsMs, "cursor": cursor, "batches": batches, "rows": rows}
+	native := map[string]any{"stream": w.Stream, "sequence": seq, "ts_ms": w.TsMs, "cursor": cursor, "batches": batches, "rows": rows, "checkpoint": nonNilBytes(w.Checkpoint)}
 	mark := len(dst)
 	dst = Framing{kind: framingSingleObject, fingerprint: c.wmFP}.AppendHeader(dst)
 	out, err := c.wm.BinaryFromNative(dst, native)
@@ -292,6 +296,9 @@ func rangeFromNative(m map[string]any) (reorg.BlockRange, error) {
 func watermarkFromNative(m map[string]any) (*Watermark, error) {
 	w := &Watermark{Stream: m["stream"].(string), Sequence: uint64(m["sequence"].(int64)), TsMs: m["ts_ms"].(int64),
 		Rows: uint64(m["rows"].(int64)), Cursor: reorg.Cursor{}}
+	if cp, ok := m["checkpoint"].([]byte); ok && len(cp) > 0 {
+		w.Checkpoint = cp
+	}
 	for _, cv := range m["cursor"].([]any) {
 		cm := cv.(map[string]any)
 		h, err := reorg.ParseHash(cm["hash"].(string))
@@ -331,4 +338,12 @@ func undoFromNative(m map[string]any) *Undo {
 		u.Ranges = append(u.Ranges, InvalidatedRange{Network: rm["network"].(string), Start: uint64(rm["start"].(int64)), End: uint64(rm["end"].(int64))})
 	}
 	return u
+}
+
+// nonNilBytes returns b, or an empty slice for nil (goavro wants []byte).
+func nonNilBytes(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
 }

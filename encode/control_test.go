@@ -16,7 +16,7 @@ func TestControlRoundTrip(t *testing.T) {
 	r1, r2 := testRange(10, 12), testRange(13, 13)
 	r2.HasPrevHash, r2.PrevHash = false, reorg.Hash{}
 	w := Watermark{
-		Stream: "eth", Sequence: 7, TsMs: 1700000000000, Rows: 12,
+		Stream: "eth", Sequence: 7, TsMs: 1700000000000, Rows: 12, Checkpoint: []byte(`{"format":1}`),
 		Cursor: reorg.Cursor{"mainnet": {Number: 13, Hash: r2.Hash}, "base": {Number: 5, Hash: r1.Hash}},
 		Batches: []CommittedBatch{
 			{BatchID: reorg.BatchID([]reorg.BlockRange{r1}), Sequence: 5, Ranges: []reorg.BlockRange{r1}, Rows: 10,

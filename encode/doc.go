@@ -29,9 +29,12 @@
 //	                               size, shared by all columns); FixedAsHex: string
 //	                               "0x" + 2n lowercase hex digits
 //	Decimal128(p,s), Decimal256(p,s) bytes, logicalType decimal(p,s): big-endian
-//	                               two's complement of minimal length, as Java's
-//	                               BigInteger.toByteArray, goavro and fastavro write
-//	                               it; a value with more than p digits is an error
+//	                               two's complement of minimal length, byte for
+//	                               byte as Java's BigInteger.toByteArray and goavro
+//	                               write it (fastavro 1.13 writes one extra 0xFF
+//	                               byte for negative powers of two such as -128;
+//	                               every reader decodes both to the same value); a
+//	                               value with more than p digits is an error
 //	Timestamp(s,  tz)              long timestamp-millis (value × 1000)
 //	Timestamp(ms, tz)              long timestamp-millis
 //	Timestamp(us, tz)              long timestamp-micros
@@ -78,7 +81,9 @@
 //
 // Keys: by default the key is the batch id as UTF-8 text (not Avro). With
 // Config.KeyColumns the key is the Avro record <ns>.Key of those columns,
-// framed like the value and registered as <topic>-key.
+// framed like the value and registered as <topic>-key. Encoder.Headers
+// returns the per-batch record headers (amp-batch-id, amp-op, amp-network,
+// amp-range, amp-stream).
 //
 // # Hot path and memory
 //

@@ -387,3 +387,28 @@ func TestVarintAndDecimalFastPaths(t *testing.T) {
 		require.Equal(t, appendTwosComplement([]byte{7}, be[:]), appendDecimal128([]byte{7}, hi, lo), "decimal %d:%d", hi, lo)
 	}
 }
+
+func TestHeaders(t *testing.T) {
+	enc := newTestEncoder(t, Config{Stream: "eth"}, logsSchema())
+	r1, r2 := testRange(10, 12), testRange(7, 7)
+	r2.Network = "base"
+	tests := []struct {
+		name string
+		meta BatchMeta
+		want map[string]string
+	}{
+		{"one range", BatchMeta{Op: OpCreate, Ranges: []reorg.BlockRange{r1}},
+			map[string]string{HeaderBatchID: reorg.BatchID([]reorg.BlockRange{r1}), HeaderOp: "c", HeaderNetwork: "mainnet", HeaderRange: "10-12", HeaderStream: "eth"}},
+		{"two networks", BatchMeta{Op: OpDelete, BatchID: "x", Ranges: []reorg.BlockRange{r1, r2}},
+			map[string]string{HeaderBatchID: "x", HeaderOp: "d", HeaderNetwork: "mainnet|base", HeaderRange: "10-12|7-7", HeaderStream: "eth"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := map[string]string{}
+			for _, h := range enc.Headers(tc.meta) {
+				got[h.Key] = string(h.Value)
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}

@@ -98,17 +98,23 @@ func appendLong(b []byte, v int64) []byte {
 	return appendVarint(b, u)
 }
 
-// appendVarint writes u (at least 0x80) as a varint without branches per
-// byte: it reserves the maximum 10 bytes, stores all ten 7-bit groups with
-// their continuation bits, clears the bit of the last significant group and
-// keeps only the significant bytes.
+// appendVarint writes u (at least 0x80) as a varint. Values of up to four
+// bytes (block numbers, gas, indexes) are appended directly; longer ones
+// without branches per byte: it reserves the maximum 10 bytes, stores all ten
+// 7-bit groups with their continuation bits, clears the bit of the last
+// significant group and keeps only the significant bytes.
 func appendVarint(b []byte, u uint64) []byte {
-	if u < 1<<14 {
+	switch {
+	case u < 1<<14:
 		return append(b, byte(u)|0x80, byte(u>>7))
+	case u < 1<<21:
+		return append(b, byte(u)|0x80, byte(u>>7)|0x80, byte(u>>14))
+	case u < 1<<28:
+		return append(b, byte(u)|0x80, byte(u>>7)|0x80, byte(u>>14)|0x80, byte(u>>21))
 	}
 	p := len(b)
 	if cap(b)-p < 10 {
-		b = slices.Grow(b, 10)
+		b = growSlow(b, 10)
 	}
 	d := b[p : p+10 : p+10]
 	d[0] = byte(u) | 0x80
@@ -125,6 +131,12 @@ func appendVarint(b []byte, u uint64) []byte {
 	d[n-1] &^= 0x80
 	return b[:p+n]
 }
+
+// growSlow returns b with room for n more bytes. It is kept out of line so
+// that the writers' hot paths stay small (no spills for the rare growth).
+//
+//go:noinline
+func growSlow(b []byte, n int) []byte { return slices.Grow(b, n) }
 
 func appendBytes(b, v []byte) []byte {
 	b = appendLong(b, int64(len(v)))
@@ -430,7 +442,7 @@ func (w *fixedWriter) write(b []byte, i int) []byte {
 	switch w.width {
 	case 32:
 		if cap(b)-n < 32 {
-			b = slices.Grow(b, 32)
+			b = growSlow(b, 32)
 		}
 		b = b[:n+32]
 		d := b[n : n+32 : n+32]
@@ -442,7 +454,7 @@ func (w *fixedWriter) write(b []byte, i int) []byte {
 		return b
 	case 20:
 		if cap(b)-n < 20 {
-			b = slices.Grow(b, 20)
+			b = growSlow(b, 20)
 		}
 		b = b[:n+20]
 		d := b[n : n+20 : n+20]
@@ -459,7 +471,10 @@ func appendHex(b, v []byte) []byte {
 	b = appendLong(b, int64(2+2*len(v)))
 	b = append(b, '0', 'x')
 	n := len(b)
-	b = append(b, make([]byte, 2*len(v))...) // the compiler turns this into a grow, no allocation
+	if cap(b)-n < 2*len(v) {
+		b = growSlow(b, 2*len(v))
+	}
+	b = b[:n+2*len(v)]
 	hex.Encode(b[n:], v)
 	return b
 }
@@ -502,7 +517,7 @@ func appendDecimal128(b []byte, hi int64, lo uint64) []byte {
 	n := bitLen/8 + 1 // 1..16 bytes
 	p := len(b)
 	if cap(b)-p < 17 {
-		b = slices.Grow(b, 17)
+		b = growSlow(b, 17)
 	}
 	d := b[p : p+17 : p+17]
 	d[0] = byte(2 * n)

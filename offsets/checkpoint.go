@@ -2,8 +2,10 @@ package offsets
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
@@ -50,7 +52,10 @@ type Span struct {
 // spans are where a retraction reads the original rows back from
 // (design.md §5 step 8).
 type Batch struct {
-	// Seq is the sequence number of the batch's Data event.
+	// Seq is the sequence number of the Watermark event that completed the
+	// batch: the batch log is keyed like the snapshot's retained
+	// watermarks, so a reorg's Undo (which lists watermarks) finds the
+	// spans to read back.
 	Seq uint64 `json:"seq"`
 	// ID is reorg.BatchID(Ranges), the Kafka key of its records.
 	ID string `json:"id"`
@@ -203,8 +208,10 @@ func (c Checkpoint) Validate() error {
 		}
 		if len(wms) == 0 {
 			add("%s is in the log but the snapshot has no committed watermark; only committed batches belong in a checkpoint", name())
-		} else if last := wms[len(wms)-1].Seq; b.Seq >= last {
-			add("%s is not before the newest watermark's sequence %d; batches after the last committed watermark were never committed", name(), last)
+		} else if w, ok := findWatermark(wms, b.Seq); !ok {
+			add("%s has no retained watermark with its sequence; only committed, retained batches belong in the log", name())
+		} else if reorg.BatchID(w.Ranges) != b.ID {
+			add("%s differs from the ranges of watermark %d, whose batch id is %s", name(), w.Seq, reorg.BatchID(w.Ranges))
 		}
 		if len(b.Ranges) == 0 {
 			add("%s has no ranges", name())
@@ -247,4 +254,14 @@ func checkRanges(rs []reorg.BlockRange) string {
 		}
 	}
 	return ""
+}
+
+// findWatermark finds the retained watermark with sequence seq (wms is
+// sorted by sequence).
+func findWatermark(wms []reorg.Watermark, seq uint64) (reorg.Watermark, bool) {
+	i, ok := slices.BinarySearchFunc(wms, seq, func(w reorg.Watermark, s uint64) int { return cmp.Compare(w.Seq, s) })
+	if !ok {
+		return reorg.Watermark{}, false
+	}
+	return wms[i], true
 }

@@ -32,7 +32,7 @@ func rng(network string, start, end uint64) reorg.BlockRange {
 
 // testCheckpoint builds a consistent checkpoint with n retained microbatches
 // of 2 blocks each on "mainnet": batch i has Data sequence 2i and watermark
-// sequence 2i+1.
+// sequence 2i+1, which keys its batch log entry.
 func testCheckpoint(stream string, version uint64, n int) Checkpoint {
 	cp := Checkpoint{
 		Stream: stream, Version: version, Fingerprint: "sha256:sql=1f2e;schema=9a8b",
@@ -44,7 +44,7 @@ func testCheckpoint(stream string, version uint64, n int) Checkpoint {
 	for i := range n {
 		r := rng("mainnet", 1000+uint64(2*i), 1001+uint64(2*i))
 		rs := []reorg.BlockRange{r}
-		cp.Batches = append(cp.Batches, Batch{Seq: uint64(2 * i), ID: reorg.BatchID(rs), Ranges: rs,
+		cp.Batches = append(cp.Batches, Batch{Seq: uint64(2*i + 1), ID: reorg.BatchID(rs), Ranges: rs,
 			Spans: []Span{{Topic: "amp." + stream, Partition: int32(i % 3), First: int64(10 * i), Last: int64(10*i + 9)}}})
 		cp.Snapshot.Watermarks = append(cp.Snapshot.Watermarks, reorg.Watermark{Seq: uint64(2*i + 1), Ranges: rs})
 		cp.Snapshot.Next = uint64(2*i + 2)
@@ -55,7 +55,7 @@ func testCheckpoint(stream string, version uint64, n int) Checkpoint {
 
 // goldenCheckpoint exercises every field: two networks, a genesis range
 // without prev_hash, a timestamp, a batch spanning two partitions and an
-// empty batch.
+// empty batch (a microbatch without rows).
 func goldenCheckpoint() Checkpoint {
 	a := rng("mainnet", 100, 102)
 	a.Timestamp = 1764469800
@@ -70,12 +70,11 @@ func goldenCheckpoint() Checkpoint {
 			{Seq: 8, Ranges: both}, {Seq: 11, Ranges: c},
 		}, Incomplete: true},
 		Batches: []Batch{
-			{Seq: 7, ID: reorg.BatchID(both), Ranges: both, Spans: []Span{
+			{Seq: 8, ID: reorg.BatchID(both), Ranges: both, Spans: []Span{
 				{Topic: "amp.transfers", Partition: 0, First: 10, Last: 19},
 				{Topic: "amp.transfers", Partition: 2, First: 0, Last: 3},
 			}},
-			{Seq: 9, ID: reorg.BatchID(c), Ranges: c, Spans: []Span{}},
-			{Seq: 10, ID: reorg.BatchID(c), Ranges: c, Spans: []Span{{Topic: "amp.transfers", Partition: 1, First: 7, Last: 7}}},
+			{Seq: 11, ID: reorg.BatchID(c), Ranges: c, Spans: []Span{}},
 		},
 	}
 }
@@ -158,8 +157,9 @@ func TestCheckpointValidate(t *testing.T) {
 		{name: "duplicate network", mutate: func(c *Checkpoint) {
 			c.Snapshot.Watermarks[0].Ranges = []reorg.BlockRange{rng("x", 1, 2), rng("x", 3, 4)}
 		}, errContains: `has two ranges for network "x"`},
-		{name: "batch out of order", mutate: func(c *Checkpoint) { c.Batches[1].Seq = 7 }, errContains: "is not after the previous batch's sequence 7"},
-		{name: "batch after last watermark", mutate: func(c *Checkpoint) { c.Batches[2].Seq = 11 }, errContains: "batches after the last committed watermark were never committed"},
+		{name: "batch out of order", mutate: func(c *Checkpoint) { c.Batches[1].Seq = 8 }, errContains: "is not after the previous batch's sequence 8"},
+		{name: "batch without watermark", mutate: func(c *Checkpoint) { c.Batches[1].Seq = 12 }, errContains: "has no retained watermark with its sequence"},
+		{name: "batch ranges differ from its watermark", mutate: func(c *Checkpoint) { c.Batches[0].Seq = 11; c.Batches = c.Batches[:1] }, errContains: "differs from the ranges of watermark 11"},
 		{name: "batch id mismatch", mutate: func(c *Checkpoint) { c.Batches[0].ID = "0000000000000000" }, errContains: "does not match its ranges, whose batch id is"},
 		{name: "batch without ranges", mutate: func(c *Checkpoint) { c.Batches[0].Ranges = nil }, errContains: "has no ranges"},
 		{name: "span without topic", mutate: func(c *Checkpoint) { c.Batches[0].Spans[0].Topic = "" }, errContains: "span 0 has no topic"},
@@ -209,6 +209,7 @@ func TestPartitionValidate(t *testing.T) {
 			errContains: "last block 10 is outside the partition [0, 10)"},
 		{name: "bad stream", p: Partition{Stream: "", From: 0, To: 1, UpdatedAt: now}, errContains: "stream id"},
 		{name: "no time", p: Partition{Stream: "s", From: 0, To: 1}, errContains: "updated_at is not set"},
+		{name: "huge end", p: Partition{Stream: "s", From: 0, To: 1<<53 + 1, UpdatedAt: now}, errContains: "beyond 2^53"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -32,9 +32,10 @@
 //   - A retried commit of exactly the stored checkpoint succeeds, so a commit
 //     whose reply was lost can be retried safely.
 //   - [RedisStore]: one Lua EVAL per commit (works on Redis 7.0 and miniredis;
-//     no FUNCTION/FCALL, no WAITAOF). Keys are "{prefix}{stream}:checkpoint"
-//     (a hash with fields version and data) and "{prefix}{stream}:backfill";
-//     the braces are a Redis Cluster hash tag, so a stream's keys share a slot.
+//     no FUNCTION/FCALL, no WAITAOF). Keys are the configured prefix, the
+//     stream id in braces, and a suffix: "ampbridge:{erc20}:checkpoint" (a
+//     hash with fields version and data) and "ampbridge:{erc20}:backfill".
+//     The braces are a Redis Cluster hash tag: a stream's keys share a slot.
 //   - [FileStore]: one file per stream, replaced by write to a temporary
 //     file, fsync, rename and fsync of the directory, under an flock on
 //     "<stream>.lock" that excludes other goroutines and other processes. A
@@ -43,7 +44,10 @@
 //   - [Reconcile] is a pure decision over the stored checkpoint and the newest
 //     committed control event read from Kafka ([ControlState]); [Recover]
 //     wires it to a [Store] and a [ControlReader] and commits a repaired or
-//     rebuilt checkpoint. Every [Outcome] has a metric label.
+//     rebuilt checkpoint. Every [Outcome] has a metric label. The sink
+//     implements [ControlReader]; when the control event carries the
+//     Marshal bytes of the checkpoint being committed, [ControlStateOf]
+//     turns them into the [ControlState] it returns.
 //
 // # Durability settings
 //

@@ -28,6 +28,10 @@ type Partition struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
+// maxBlock bounds partition ends so that progress values stay exact as Lua
+// numbers (doubles) in the Redis script.
+const maxBlock = 1 << 53
+
 // Key returns the partition's key within its stream: "from-to".
 func (p Partition) Key() string { return fmt.Sprintf("%d-%d", p.From, p.To) }
 
@@ -54,6 +58,9 @@ func (p Partition) Validate() error {
 	}
 	if p.From >= p.To {
 		add("partition [%d, %d) is empty; want from < to", p.From, p.To)
+	}
+	if p.To > maxBlock {
+		add("partition end %d is beyond 2^53, which the stores cannot order exactly", p.To)
 	}
 	if p.Last != nil && (p.Last.Number < p.From || p.Last.Number >= p.To) {
 		add("last block %d is outside the partition [%d, %d)", p.Last.Number, p.From, p.To)

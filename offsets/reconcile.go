@@ -224,9 +224,10 @@ func fromKafka(in ReconcileInput, k *ControlState, version uint64) (Checkpoint, 
 	cp := Checkpoint{
 		Stream: in.Stream, Version: version, Fingerprint: k.Fingerprint, CommittedAt: in.Now.UTC(),
 		ControlOffset: k.Offset,
-		Snapshot:      reorg.Snapshot{Next: k.Snapshot.Next, Watermarks: slices.Clone(k.Snapshot.Watermarks)},
+		Snapshot:      k.Snapshot,
 		Batches:       slices.Clone(k.Batches),
 	}
+	cp.Snapshot.Watermarks = slices.Clone(k.Snapshot.Watermarks)
 	if cp.Snapshot.Watermarks == nil {
 		cp.Snapshot.Watermarks = []reorg.Watermark{}
 	}

@@ -25,6 +25,7 @@ func TestReconcile(t *testing.T) {
 	now := time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)
 	stored := testCheckpoint("s", 5, 3) // control offset 102, next 6
 	ahead := testCheckpoint("s", 99, 6) // control offset 105, next 12
+	ahead.Snapshot.Incomplete = true    // carried over when rebuilt or repaired
 	tests := []struct {
 		name        string
 		fingerprint string

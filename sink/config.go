@@ -161,7 +161,10 @@ type Config struct {
 	// MaxBufferedRecords caps buffered records (default 1,000,000) so that
 	// MaxBufferedBytes, not a record count, is what normally blocks.
 	MaxBufferedRecords int
-	// ReadTimeout bounds one read-back or control-topic read (default 30s).
+	// ReadTimeout bounds one read-back or control-topic read (default 60s).
+	// It must exceed TransactionTimeout: a read waits for transactions open
+	// on the partition to end, and a crashed producer's transaction ends
+	// only when the coordinator times it out.
 	ReadTimeout time.Duration
 	// FetchMaxBytes caps one fetch response during reads (default 16 MiB).
 	FetchMaxBytes int32
@@ -185,7 +188,7 @@ func DefaultConfig() Config {
 		BatchMaxBytes:         1 << 20,
 		MaxBufferedBytes:      64 << 20,
 		MaxBufferedRecords:    1_000_000,
-		ReadTimeout:           30 * time.Second,
+		ReadTimeout:           60 * time.Second,
 		FetchMaxBytes:         16 << 20,
 		MetricsNamespace:      "amp_bridge",
 	}
@@ -193,10 +196,10 @@ func DefaultConfig() Config {
 
 // String prints the Config with secrets redacted.
 func (c Config) String() string {
-	return fmt.Sprintf("{Brokers:%v ClientID:%s TLS:%+v SASL:%s Delivery:%s TransactionalIDPrefix:%s "+
+	return fmt.Sprintf("{Brokers:%v ClientID:%s TLS:%+v SASL:%s MetadataMinAge:%s Delivery:%s TransactionalIDPrefix:%s "+
 		"TransactionTimeout:%s EndTxnTimeout:%s DeliveryTimeout:%s Compression:%s Linger:%s BatchMaxBytes:%d "+
 		"MaxBufferedBytes:%d MaxBufferedRecords:%d ReadTimeout:%s FetchMaxBytes:%d MetricsNamespace:%s}",
-		c.Brokers, c.ClientID, c.TLS, c.SASL, c.Delivery, c.TransactionalIDPrefix,
+		c.Brokers, c.ClientID, c.TLS, c.SASL, c.MetadataMinAge, c.Delivery, c.TransactionalIDPrefix,
 		c.TransactionTimeout, c.EndTxnTimeout, c.DeliveryTimeout, c.Compression, c.Linger, c.BatchMaxBytes,
 		c.MaxBufferedBytes, c.MaxBufferedRecords, c.ReadTimeout, c.FetchMaxBytes, c.MetricsNamespace)
 }
@@ -297,8 +300,9 @@ func (c Config) Validate() error {
 	if c.MaxBufferedRecords <= 0 {
 		bad("max_buffered_records", "%d must be > 0", c.MaxBufferedRecords)
 	}
-	if c.ReadTimeout <= 0 {
-		bad("read_timeout", "%s must be > 0 (e.g. 30s)", c.ReadTimeout)
+	if c.ReadTimeout <= c.TransactionTimeout {
+		bad("read_timeout", "%s must exceed transaction_timeout (%s): a read waits out a crashed producer's open transaction (default 60s)",
+			c.ReadTimeout, c.TransactionTimeout)
 	}
 	if c.FetchMaxBytes < 1<<10 {
 		bad("fetch_max_bytes", "%d must be >= 1024", c.FetchMaxBytes)

@@ -52,6 +52,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "buffer smaller than batch", mut: func(c *Config) { c.MaxBufferedBytes = 1 << 10 }, errContains: []string{"kafka.max_buffered_bytes", ">= batch_max_bytes"}},
 		{name: "buffered records", mut: func(c *Config) { c.MaxBufferedRecords = 0 }, errContains: []string{"kafka.max_buffered_records"}},
 		{name: "read timeout", mut: func(c *Config) { c.ReadTimeout = 0 }, errContains: []string{"kafka.read_timeout"}},
+		{name: "read timeout below txn timeout", mut: func(c *Config) { c.ReadTimeout = 20 * time.Second }, errContains: []string{"kafka.read_timeout", "must exceed transaction_timeout"}},
 		{name: "fetch bytes", mut: func(c *Config) { c.FetchMaxBytes = 1 }, errContains: []string{"kafka.fetch_max_bytes"}},
 		{name: "namespace", mut: func(c *Config) { c.MetricsNamespace = "" }, errContains: []string{"kafka.metrics_namespace"}},
 		{name: "mtls half", mut: func(c *Config) { c.TLS = TLSConfig{Enabled: true, CertFile: pem} }, errContains: []string{"kafka.tls", "together"}},

@@ -56,6 +56,7 @@ type TopicError struct {
 	Fix     string
 }
 
+// Error names the topic, the problem and the fix.
 func (e *TopicError) Error() string {
 	return fmt.Sprintf("topic %q: %s; fix: %s", e.Topic, e.Problem, e.Fix)
 }
@@ -79,6 +80,7 @@ type MissingRecordsError struct {
 	Reason string
 }
 
+// Error names the span, how many records are missing and why.
 func (e *MissingRecordsError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "reading back %s: %d of %d records missing (log start %d, end %d): %s",

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -221,31 +222,60 @@ func (s *syncBuffer) String() string {
 }
 
 func TestCanceledFlushAborts(t *testing.T) {
-	c, cfg := newCluster(t)
-	createTopic(t, cfg, "data", 1)
-	p := newProducer(t, cfg, "s", Deps{})
-	ctx := testCtx(t)
-	// Hold every produce request until the test ends, so Flush cannot
-	// finish before its ctx does.
-	release := make(chan struct{})
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		select {
-		case <-release:
-		default:
-			c.SleepControl(func() { <-release })
-		}
-		return nil, nil, false
-	})
-	require.NoError(t, p.Begin())
-	require.NoError(t, p.Produce(ctx, dataRecord("data", "slow", 0)))
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	_, err := p.Commit(cctx)
-	close(release)
-	require.Error(t, err)
-	assert.ErrorIs(t, err, context.Canceled)
-	assert.True(t, errorsIsAny(err, ErrAborted, ErrUnknownOutcome), "got %v", err)
+	tests := []struct {
+		name string
+		// hold keeps the produce request unanswered until the test ends.
+		hold bool
+		want error
+	}{
+		// The records are still buffered: the abort drops them cleanly.
+		{name: "buffered", hold: false, want: ErrAborted},
+		// A produce request is in flight and never answered: the abort
+		// cannot confirm what the broker holds within EndTxnTimeout.
+		{name: "in flight", hold: true, want: ErrUnknownOutcome},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, cfg := newCluster(t)
+			cfg.EndTxnTimeout = time.Second
+			cfg.Linger = time.Minute // nothing is sent until Flush
+			createTopic(t, cfg, "data", 1)
+			p := newProducer(t, cfg, "s", Deps{})
+			ctx := testCtx(t)
+			release := make(chan struct{})
+			entered := make(chan struct{}, 1)
+			if tt.hold {
+				c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+					c.KeepControl()
+					select {
+					case entered <- struct{}{}:
+					default:
+					}
+					c.SleepControl(func() { <-release })
+					return nil, nil, false
+				})
+				cfg.Linger = 0
+			}
+			defer close(release)
+			require.NoError(t, p.Begin())
+			require.NoError(t, p.Produce(ctx, dataRecord("data", "slow", 0)))
+			if tt.hold {
+				go func() { _ = p.cl.Flush(ctx) }() // send it; the broker holds it
+				select {
+				case <-entered:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the produce request never reached the broker")
+				}
+			}
+			cctx, cancel := context.WithCancel(ctx)
+			cancel()
+			start := time.Now()
+			_, err := p.Commit(cctx)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, tt.want)
+			assert.Less(t, time.Since(start), 5*time.Second, "bounded by EndTxnTimeout")
+		})
+	}
 }
 
 func errorsIsAny(err error, targets ...error) bool {
@@ -286,4 +316,42 @@ func TestDeleteRecordsHelperCluster(t *testing.T) {
 	starts, err := r.StartOffsets(testCtx(t), "data")
 	require.NoError(t, err)
 	assert.Equal(t, com.Groups[0].Spans[0].First+1, starts[0])
+}
+
+// TestReadControlWaitsForOpenTransactions: another stream's transaction open
+// on the control topic hides later committed events behind the last stable
+// offset; the reconciliation read waits for it to end instead of stopping
+// early.
+func TestReadControlWaitsForOpenTransactions(t *testing.T) {
+	_, cfg := newCluster(t)
+	a := newAdmin(t, cfg)
+	ctx := testCtx(t)
+	_, err := a.EnsureTopics(ctx, TopicSpec{Name: "control", Kind: TopicControl, ReplicationFactor: 1})
+	require.NoError(t, err)
+	other := newProducer(t, cfg, "other", Deps{})
+	mine := newProducer(t, cfg, "mine", Deps{})
+	r := newReader(t, cfg)
+	ev := func(v string) Record { return Record{Topic: "control", Key: []byte(v), Value: []byte(v)} }
+
+	require.NoError(t, other.Begin())
+	require.NoError(t, other.Produce(ctx, ev("other-open")))
+	require.NoError(t, other.cl.Flush(ctx))
+	require.NoError(t, mine.Begin())
+	require.NoError(t, mine.Produce(ctx, ev("mine-committed")))
+	_, err = mine.Commit(ctx)
+	require.NoError(t, err)
+
+	const hold = 300 * time.Millisecond
+	committed := make(chan error, 1)
+	go func() {
+		time.Sleep(hold)
+		_, err := other.Commit(ctx)
+		committed <- err
+	}()
+	defer func() { require.NoError(t, <-committed) }()
+	start := time.Now()
+	cr, err := r.ReadControl(ctx, "control", -1)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, time.Since(start), hold-50*time.Millisecond, "waited for the open transaction")
+	assert.Equal(t, []string{"other-open", "mine-committed"}, readValues(cr.Records))
 }

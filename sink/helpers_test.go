@@ -21,7 +21,7 @@ func testConfig(addr string) Config {
 	c := DefaultConfig()
 	c.Brokers = testenv.Seeds(addr)
 	c.TransactionalIDPrefix = "sinktest"
-	c.TransactionTimeout = 10 * time.Second
+	c.TransactionTimeout = 4 * time.Second
 	c.EndTxnTimeout = 5 * time.Second
 	c.DeliveryTimeout = 5 * time.Second
 	c.ReadTimeout = 5 * time.Second

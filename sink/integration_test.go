@@ -406,3 +406,72 @@ func TestIntegrationBackpressure(t *testing.T) {
 		require.NoError(t, p.Abort(ctx))
 	})
 }
+
+// TestIntegrationFlushThenCommit checks that Flush reports the spans of the
+// records produced so far while the transaction stays open (invisible), that
+// records produced after it commit together with them, and that Commit's
+// spans agree with Flush's.
+func TestIntegrationFlushThenCommit(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b testenv.Backend, cfg Config) {
+		topic := testenv.NewTopic(t, b, "flush", 1, nil)
+		p := newProducer(t, cfg, "flush", Deps{})
+		r := newReader(t, cfg)
+		ctx := testCtx(t)
+
+		require.NoError(t, p.Begin())
+		for i := range 3 {
+			require.NoError(t, p.Produce(ctx, dataRecord(topic, "b1", i)))
+		}
+		flushed, err := p.Flush(ctx)
+		require.NoError(t, err)
+		g, ok := flushed.Group("b1")
+		require.True(t, ok)
+		require.Len(t, g.Spans, 1)
+		assert.Equal(t, 3, g.Records)
+		assert.Equal(t, int64(2), g.Spans[0].Last-g.Spans[0].First)
+
+		require.NoError(t, p.Produce(ctx, dataRecord(topic, "ctl", 0)))
+		c, err := p.Commit(ctx)
+		require.NoError(t, err)
+		g2, ok := c.Group("b1")
+		require.True(t, ok)
+		assert.Equal(t, g.Spans, g2.Spans, "Commit reports the spans Flush reported")
+		ctl, ok := c.Group("ctl")
+		require.True(t, ok)
+		assert.Greater(t, ctl.Spans[0].First, g.Spans[0].Last)
+
+		got, err := r.ReadSpans(ctx, []Span{{Topic: topic, Partition: 0, First: g.Spans[0].First, Last: ctl.Spans[0].Last}})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"b1-row-0", "b1-row-1", "b1-row-2", "ctl-row-0"}, readValues(got[0]))
+
+		require.NoError(t, p.Begin())
+		_, err = p.Flush(ctx)
+		require.NoError(t, err, "flushing an empty transaction")
+		require.NoError(t, p.Abort(ctx))
+		_, err = p.Flush(ctx)
+		require.Error(t, err, "no open transaction")
+	})
+}
+
+// TestIntegrationReadTopic checks that ReadTopic returns exactly the
+// committed records of every partition, skipping aborted records and
+// markers.
+func TestIntegrationReadTopic(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b testenv.Backend, cfg Config) {
+		topic := testenv.NewTopic(t, b, "all", 2, nil)
+		p := newProducer(t, cfg, "readtopic", Deps{})
+		r := newReader(t, cfg)
+		ctx := testCtx(t)
+		produceBatches(t, p, topic, 3, "a", "b")
+		require.NoError(t, p.Begin())
+		require.NoError(t, p.Produce(ctx, dataRecord(topic, "aborted", 0)))
+		require.NoError(t, p.Abort(ctx))
+		produceBatches(t, p, topic, 2, "c")
+
+		recs, err := r.ReadTopic(ctx, topic)
+		require.NoError(t, err)
+		got := readValues(recs)
+		assert.ElementsMatch(t, []string{"a-row-0", "a-row-1", "a-row-2", "b-row-0", "b-row-1", "b-row-2", "c-row-0", "c-row-1"}, got)
+		assert.NotContains(t, got, "aborted-row-0")
+	})
+}

@@ -87,6 +87,7 @@ type lenientRegisterer struct {
 	log *slog.Logger
 }
 
+// MustRegister registers cs, logging instead of panicking on a duplicate.
 func (r lenientRegisterer) MustRegister(cs ...prometheus.Collector) {
 	for _, c := range cs {
 		if err := r.Register(c); err != nil {

@@ -62,6 +62,7 @@ type Span struct {
 	Last      int64
 }
 
+// String formats the span as topic/partition[first..last].
 func (s Span) String() string {
 	return fmt.Sprintf("%s/%d[%d..%d]", s.Topic, s.Partition, s.First, s.Last)
 }
@@ -414,7 +415,15 @@ func (p *Producer) Commit(ctx context.Context) (Committed, error) {
 	if err := p.cl.Flush(ctx); err != nil {
 		return Committed{}, p.abort(ctx, "canceled", fmt.Errorf("flushing: %w", err))
 	}
-	if err := t.fep.Err(); err != nil {
+	// After a successful flush every promise has run or is about to; the
+	// bound only matters when a failed record's background abort hangs.
+	wctx, wcancel := p.detached(ctx)
+	waited, err := waitPromises(wctx, t.fep)
+	wcancel()
+	if !waited {
+		err = fmt.Errorf("waiting for record acknowledgements: %w", context.DeadlineExceeded)
+	}
+	if err != nil {
 		return Committed{}, p.abort(ctx, "produce_error", fmt.Errorf("producing: %w", err))
 	}
 	if p.eos {
@@ -437,19 +446,7 @@ func (p *Producer) Commit(ctx context.Context) (Committed, error) {
 		}
 	}
 	end := p.now()
-	out := Committed{Records: t.records, Duration: end.Sub(t.began)}
-	t.mu.Lock()
-	for _, g := range t.groups {
-		gs := GroupSpans{Group: g.name, Records: g.records, Spans: make([]Span, 0, len(g.spans))}
-		for _, s := range g.spans {
-			gs.Spans = append(gs.Spans, *s)
-		}
-		slices.SortFunc(gs.Spans, func(a, b Span) int {
-			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-		})
-		out.Groups = append(out.Groups, gs)
-	}
-	t.mu.Unlock()
+	out := t.spans(end)
 	if p.m != nil {
 		p.m.txnCommits.WithLabelValues(p.id).Inc()
 		for op, n := range t.ops {
@@ -489,8 +486,16 @@ func (p *Producer) abort(ctx context.Context, reason string, cause error) error 
 	}
 	// Wait for every promise, so no callback of this transaction runs later.
 	// Records failed by the abort itself (ErrAborting) are expected; only a
-	// fencing error among them changes the outcome.
-	recErr := t.fep.Err()
+	// fencing error among them changes the outcome. A produce request that
+	// never gets an answer keeps its promise pending: bounded by actx, and
+	// then the producer's state is unknown.
+	waited, recErr := waitPromises(actx, t.fep)
+	if !waited {
+		p.finish(t, "unknown")
+		p.broken = ErrUnknownOutcome
+		return fmt.Errorf("%w: aborting transaction %s: records still in flight after %s (nothing was committed, but the producer state is unknown): %w",
+			ErrUnknownOutcome, p.txnID, p.cfg.EndTxnTimeout, errors.Join(cause, actx.Err()))
+	}
 	var endErr error
 	if p.eos {
 		endErr = p.cl.EndTransaction(actx, kgo.TryAbort)
@@ -523,6 +528,68 @@ func (p *Producer) abort(ctx context.Context, reason string, cause error) error 
 	}
 	p.log.Warn("transaction aborted", "reason", reason, "err", cause)
 	return fmt.Errorf("%w: %s (%s): %w", ErrAborted, p.txnID, reason, cause)
+}
+
+// waitPromises waits for every promise of fep and returns their first
+// error, or returns false when ctx ends first.
+// The helper goroutine ends when the last promise runs; Close fails every
+// pending record, so it cannot outlive the client.
+func waitPromises(ctx context.Context, fep *kgo.FirstErrPromise) (bool, error) {
+	done := make(chan error, 1)
+	go func() { done <- fep.Err() }()
+	select {
+	case err := <-done:
+		return true, err
+	case <-ctx.Done():
+		return false, nil
+	}
+}
+
+// spans returns what t has acknowledged so far: the spans of every group.
+func (t *txn) spans(now time.Time) Committed {
+	out := Committed{Records: t.records, Duration: now.Sub(t.began)}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, g := range t.groups {
+		gs := GroupSpans{Group: g.name, Records: g.records, Spans: make([]Span, 0, len(g.spans))}
+		for _, s := range g.spans {
+			gs.Spans = append(gs.Spans, *s)
+		}
+		slices.SortFunc(gs.Spans, func(a, b Span) int {
+			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+		})
+		out.Groups = append(out.Groups, gs)
+	}
+	return out
+}
+
+// Flush waits until every record produced so far in the open transaction is
+// acknowledged and returns the offset spans of every group so far, without
+// committing: the transaction stays open. The run loop uses it to learn the
+// offsets of a transaction's data records before it writes the control
+// event that records them, in the same transaction. Errors abort the
+// transaction exactly as Commit's do (ErrAborted); nothing is visible.
+func (p *Producer) Flush(ctx context.Context) (Committed, error) {
+	if err := p.usable(); err != nil {
+		return Committed{}, err
+	}
+	t := p.txn
+	if t == nil {
+		return Committed{}, fmt.Errorf("flushing on %s: no open transaction", p.txnID)
+	}
+	if err := p.cl.Flush(ctx); err != nil {
+		return Committed{}, p.abort(ctx, "canceled", fmt.Errorf("flushing: %w", err))
+	}
+	wctx, wcancel := p.detached(ctx)
+	waited, err := waitPromises(wctx, t.fep)
+	wcancel()
+	if !waited {
+		err = fmt.Errorf("waiting for record acknowledgements: %w", context.DeadlineExceeded)
+	}
+	if err != nil {
+		return Committed{}, p.abort(ctx, "produce_error", fmt.Errorf("producing: %w", err))
+	}
+	return t.spans(p.now()), nil
 }
 
 // finish closes the bookkeeping of t with an outcome label.

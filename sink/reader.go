@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -408,4 +409,40 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// ReadTopic reads every committed record of every partition of topic, from
+// the log start up to the last stable offset at the time of the call (it
+// waits for transactions open then to end), bounded by ctx and
+// Config.ReadTimeout. Records are in offset order per partition, partitions
+// in ascending order. Aborted records and transaction markers are skipped,
+// so offsets have gaps. `bridge verify` uses it; it holds the whole topic in
+// memory.
+func (r *Reader) ReadTopic(ctx context.Context, topic string) ([]ReadRecord, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.ReadTimeout)
+	defer cancel()
+	starts, err := r.StartOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("reading topic %s: %w", topic, err)
+	}
+	hwms, err := r.highWatermarks(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("reading topic %s: %w", topic, err)
+	}
+	var out []ReadRecord
+	for _, p := range slices.Sorted(maps.Keys(hwms)) {
+		end, err := r.waitStable(ctx, topic, p, hwms[p])
+		if err != nil {
+			return nil, fmt.Errorf("reading topic %s: %w", topic, err)
+		}
+		if starts[p] >= end {
+			continue
+		}
+		recs, _, err := r.fetchRange(ctx, topic, p, starts[p], end)
+		if err != nil {
+			return nil, fmt.Errorf("reading topic %s/%d[%d..%d): %w", topic, p, starts[p], end, err)
+		}
+		out = append(out, recs...)
+	}
+	return out, nil
 }

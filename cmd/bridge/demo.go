@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -59,7 +58,6 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 
 	sim, err := ampsim.New(ampsim.Config{
 		NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 10, TxPerBlock: o.txPerBlock, LogsPerTx: 1},
-		BlockInterval: o.blockEvery, ReorgEvery: o.reorgEvery, ReorgDepth: o.reorgDepth,
 	})
 	if err != nil {
 		return fmt.Errorf("demo: creating the Amp simulator: %w", err)
@@ -125,9 +123,46 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 			fmt.Fprintf(stdout, "reconnect (%s)\n", e.Detail)
 		}
 	}
-	runCtx, cancel := context.WithTimeout(ctx, o.duration)
+	var lastBlock uint64
+	b.events = withLastBlock(b.events, &mu, &lastBlock)
+
+	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := b.run(runCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	done := make(chan error, 1)
+	go func() { done <- b.run(runCtx) }()
+
+	// Drive the chain: a block every blockEvery, every reorgEvery-th a
+	// reorg, for the demo's duration; then let the bridge catch up with the
+	// head, so that verify compares a settled chain.
+	if err := driveChain(ctx, sim, o, done); err != nil {
+		return err
+	}
+	head, _ := sim.Head()
+	caughtUp := time.NewTimer(30 * time.Second)
+	defer caughtUp.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		mu.Lock()
+		at := lastBlock
+		mu.Unlock()
+		if at >= head {
+			break
+		}
+		select {
+		case err := <-done:
+			return fmt.Errorf("demo: the bridge stopped early: %w", err)
+		case <-caughtUp.C:
+			fmt.Fprintf(stdout, "\nthe bridge did not reach head block %d within 30s (at %d)\n", head, at)
+			break wait
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
 		return fmt.Errorf("demo: running the bridge: %w", err)
 	}
 	if ctx.Err() != nil {
@@ -150,4 +185,47 @@ func rangeText(rs []reorg.BlockRange) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// withLastBlock wraps an event printer to also record the last committed
+// block.
+func withLastBlock(next func(streamEvent), mu *sync.Mutex, last *uint64) func(streamEvent) {
+	return func(e streamEvent) {
+		next(e)
+		if e.Kind != "commit" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range e.Ranges {
+			*last = r.End
+		}
+	}
+}
+
+// driveChain mines a block every o.blockEvery and makes every
+// o.reorgEvery-th one a reorg of o.reorgDepth blocks, for o.duration.
+func driveChain(ctx context.Context, sim *ampsim.Server, o demoOptions, done <-chan error) error {
+	t := time.NewTicker(o.blockEvery)
+	defer t.Stop()
+	end := time.NewTimer(o.duration)
+	defer end.Stop()
+	for n := 1; ; n++ {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-done:
+			return fmt.Errorf("demo: the bridge stopped early: %w", err)
+		case <-end.C:
+			return nil
+		case <-t.C:
+			if o.reorgEvery > 0 && n%o.reorgEvery == 0 {
+				if err := sim.Reorg(o.reorgDepth, o.reorgDepth+1); err != nil {
+					return fmt.Errorf("demo: simulating a reorg: %w", err)
+				}
+				continue
+			}
+			sim.Mine(1)
+		}
+	}
 }

@@ -266,7 +266,13 @@ func (r *streamRunner) runOnce(ctx context.Context) error {
 		return err
 	}
 	for {
-		env, err := r.stream.Next(ctx)
+		env, err := r.next(ctx)
+		if errors.Is(err, errCommitDue) {
+			if err := r.commit(ctx); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return r.shutdown(ctx)
@@ -280,6 +286,30 @@ func (r *streamRunner) runOnce(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// errCommitDue is returned by next when the open transaction's budget ran
+// out while waiting for Amp: a quiet chain must not hold committed-looking
+// work back until the next block.
+var errCommitDue = errors.New("transaction budget used up")
+
+// next waits for the next envelope, but no longer than the open
+// transaction's remaining time budget when it ends at a watermark.
+func (r *streamRunner) next(ctx context.Context) (source.Envelope, error) {
+	if !r.txnOpen || len(r.pending) == 0 || r.dirty {
+		return r.stream.Next(ctx)
+	}
+	wait := r.budget().Remaining(r.txnBegan, r.deps.now())
+	if wait <= 0 {
+		return source.Envelope{}, errCommitDue
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	env, err := r.stream.Next(wctx)
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		return source.Envelope{}, errCommitDue
+	}
+	return env, err
 }
 
 // open (re)opens the Amp stream from r.resume.

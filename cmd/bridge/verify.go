@@ -104,7 +104,7 @@ func (v *verifier) verify(ctx context.Context, sc StreamConfig, version string) 
 	rep.UpToBlock = upTo
 
 	// Replay the topic: inserts, retractions, tombstones.
-	records, err := readTopic(ctx, v.reader, rep.Topic)
+	records, err := v.reader.ReadTopic(ctx, rep.Topic)
 	if err != nil {
 		return rep, err
 	}
@@ -301,36 +301,6 @@ func (v *verifier) committedBlock(ctx context.Context, stream string) (uint64, b
 		}
 	}
 	return block, found, nil
-}
-
-// readTopic reads every committed record of a topic.
-func readTopic(ctx context.Context, r *sink.Reader, topic string) ([]sink.ReadRecord, error) {
-	starts, err := r.StartOffsets(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("listing offsets of %s: %w", topic, err)
-	}
-	ends, err := r.EndOffsets(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("listing offsets of %s: %w", topic, err)
-	}
-	var spans []sink.Span
-	for _, p := range slices.Sorted(maps.Keys(ends)) {
-		if ends[p] > starts[p] {
-			spans = append(spans, sink.Span{Topic: topic, Partition: p, First: starts[p], Last: ends[p] - 1})
-		}
-	}
-	if len(spans) == 0 {
-		return nil, nil
-	}
-	parts, err := r.ReadSpans(ctx, spans)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", topic, err)
-	}
-	var out []sink.ReadRecord
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out, nil
 }
 
 // decodedEvent is what verify needs of one envelope.

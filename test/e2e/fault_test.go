@@ -1,0 +1,384 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
+)
+
+// faultEnv is the Kafka, Redis and registry a fault run uses, with the
+// faults each supports (nil: not supported by that backend).
+type faultEnv struct {
+	name          string
+	brokers       []string
+	restartBroker func()
+	redis         string
+	restartRedis  func()
+	registry      string
+}
+
+// TestIntegrationFaultSIGKILL is the fault-injection harness on the real
+// services: a private Kafka broker (so it can be restarted), a private
+// redis-server (so it can be killed and flushed) and the registry of
+// `make services` (srfake in-process when BRIDGE_TEST_REGISTRY_URL is unset).
+func TestIntegrationFaultSIGKILL(t *testing.T) {
+	python := testenv.Python(t)
+	broker := testenv.StartKafkaBroker(t)
+	rs := testenv.StartRedisServer(t)
+	regs := testenv.RegistryBackends(t)
+	env := faultEnv{
+		name:          "real",
+		brokers:       []string{broker.Addr()},
+		restartBroker: broker.Restart,
+		redis:         rs.Addr(),
+		restartRedis:  func() { rs.Kill9(); time.Sleep(200 * time.Millisecond); rs.Restart() },
+		registry:      regs[len(regs)-1].Addr,
+	}
+	runFaultHarness(t, env, python, *flagTrials)
+}
+
+// TestIntegrationFaultFakes runs a shorter schedule of the same harness
+// against the in-process stand-ins (kfake, miniredis, srfake), so the two
+// can be compared; kfake cannot be restarted, so there is no broker restart.
+func TestIntegrationFaultFakes(t *testing.T) {
+	python := testenv.Python(t)
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1),
+		kfake.BrokerConfigs(map[string]string{"transaction.max.timeout.ms": "900000"}))
+	require.NoError(t, err)
+	t.Cleanup(kc.Close)
+	mr := miniredis.NewMiniRedis()
+	require.NoError(t, mr.StartAddr("127.0.0.1:0"))
+	t.Cleanup(mr.Close)
+	regs := testenv.RegistryBackends(t)
+	env := faultEnv{
+		name:         "fakes",
+		brokers:      kc.ListenAddrs(),
+		redis:        mr.Addr(),
+		restartRedis: func() { require.NoError(t, mr.Restart()) },
+		registry:     regs[0].Addr,
+	}
+	runFaultHarness(t, env, python, max(3, *flagTrials/4))
+}
+
+var reconciledRe = regexp.MustCompile(`msg="checkpoint reconciled".* outcome=(\S+)`)
+
+func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
+	require.GreaterOrEqual(t, trials, 3, "-e2e.trials must be at least 3 (a broker restart, a Redis restart and a FLUSHALL each take one)")
+	bin := buildBridge(t)
+	seed := *flagSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("%s: %d trials, seed %d (rerun with -e2e.seed=%d)", env.name, trials, seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+
+	sim, err := ampsim.New(ampsim.Config{
+		NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 30, TxPerBlock: 4, LogsPerTx: -1},
+	})
+	require.NoError(t, err)
+	require.NoError(t, sim.Start(context.Background()))
+	t.Cleanup(func() { _ = sim.Close() })
+
+	dir := t.TempDir()
+	if keep := os.Getenv("E2E_KEEP_LOGS"); keep != "" {
+		dir = keep
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+	}
+	s := &stack{t: t, sim: sim, brokers: env.brokers, redis: env.redis, registry: env.registry, dir: dir, bin: bin}
+	s.writeConfig(testenv.UniqueName(t, "e2e"))
+	lf, err := os.Create(filepath.Join(dir, "trials.log"))
+	require.NoError(t, err)
+	defer lf.Close()
+	tl := &trialLog{t: t, f: lf}
+
+	m := startMiner(sim, rng, 150*time.Millisecond, 8, 3)
+	defer m.Stop()
+
+	brokerAt, redisAt, flushAt := trials/3, trials/2, (2*trials)/3
+	if env.restartBroker == nil {
+		brokerAt = -1
+	}
+	selfExits := 0
+	for i := range trials {
+		logPath := filepath.Join(dir, fmt.Sprintf("trial-%02d.log", i))
+		p := startBridge(t, bin, s.cfgPath, logPath)
+		// Mostly 0.3–3 s of publishing; one trial in five is killed within
+		// its first 400 ms (while it reconciles or fences).
+		run := time.Duration(300+rng.IntN(2700)) * time.Millisecond
+		if rng.IntN(5) == 0 {
+			run = time.Duration(20+rng.IntN(380)) * time.Millisecond
+		}
+		var notes []string
+		switch i {
+		case brokerAt:
+			// Kill the broker while the bridge publishes, not while it starts.
+			waitLog(logPath, "checkpoint reconciled", 15*time.Second)
+			time.Sleep(run / 2)
+			t0 := time.Now()
+			env.restartBroker()
+			notes = append(notes, fmt.Sprintf("broker killed -9 and restarted (%s)", time.Since(t0).Round(time.Millisecond)))
+			// Give the bridge time to ride it out before the SIGKILL.
+			time.Sleep(run/2 + 3*time.Second)
+		case redisAt:
+			time.Sleep(run / 2)
+			env.restartRedis()
+			notes = append(notes, "redis killed -9 and restarted while the bridge ran")
+			time.Sleep(run / 2)
+		default:
+			time.Sleep(run)
+		}
+		state := "SIGKILL"
+		if p.exited() {
+			selfExits++
+			state = fmt.Sprintf("EXITED BY ITSELF (%v)", p.err)
+			t.Errorf("trial %d: the bridge exited by itself (%v) before the SIGKILL (%s); log tail:\n%s",
+				i, p.err, strings.Join(notes, "; "), tail(logPath, 8))
+		}
+		up := time.Since(p.start).Round(time.Millisecond)
+		p.kill9()
+		if rng.IntN(100) < 35 {
+			d := 1 + rng.IntN(5)
+			if err := sim.Reorg(d, d+1); err == nil {
+				notes = append(notes, fmt.Sprintf("reorg of depth %d while down", d))
+			}
+		}
+		if i == flushAt {
+			flushRedis(t, env.redis)
+			notes = append(notes, "redis FLUSHALL while down (checkpoint must be rebuilt from the control topic)")
+		}
+		outcome := "-"
+		if mm := reconciledRe.FindStringSubmatch(tail(logPath, 1000)); mm != nil {
+			outcome = mm[1]
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		pt, ok, err := s.committed(ctx)
+		cancel()
+		committed := "none"
+		switch {
+		case err != nil:
+			committed = "unreadable: " + err.Error()
+		case ok:
+			committed = fmt.Sprint(pt.Number)
+		}
+		head, _ := sim.Head()
+		tl.Logf("trial %2d: up %6s, %s; reconcile outcome %s; reorgs seen %d, restarts %d; committed block %s, head %d; %s",
+			i, up, state, outcome, grepCount(logPath, `msg=reorg`), grepCount(logPath, "restarting stream"),
+			committed, head, strings.Join(notes, "; "))
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+	}
+	m.Stop()
+	tl.Logf("miner: %d blocks mined, %d reorgs while running", m.mined.Load(), m.reorgs.Load())
+
+	// Catch up with a fixed head: the bridge must commit its last complete
+	// batch although Amp sends nothing more (the transaction's max_age is
+	// 100ms). Then a graceful stop, which must exit 0.
+	logPath := filepath.Join(dir, "final.log")
+	p := startBridge(t, bin, s.cfgPath, logPath)
+	head, _ := sim.Head()
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	_, err = s.waitCaughtUp(ctx, p)
+	cancel()
+	if err != nil {
+		t.Errorf("with Amp idle, the bridge did not commit up to the head within 45s: %v", err)
+	}
+	code := p.term(45 * time.Second)
+	require.Equal(t, 0, code, "bridge run must exit 0 on SIGTERM; log tail:\n%s", tail(logPath, 30))
+	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	pt, ok, err := s.committed(ctx)
+	cancel()
+	require.NoError(t, err)
+	require.True(t, ok, "nothing committed")
+	want, _ := sim.BlockHash(head)
+	require.Equal(t, head, pt.Number, "after SIGTERM the newest committed watermark is not the head")
+	require.Equal(t, want, pt.Hash, "the newest committed watermark is not on the canonical chain")
+	tl.Logf("final: head %d committed, exit %d after SIGTERM (%s after start)", head, code, time.Since(p.start).Round(time.Millisecond))
+
+	vr := s.verify(t)
+	tl.Logf("bridge verify (exit %d):\n%s", vr.exit, vr.out)
+	require.Equal(t, 0, vr.exit, "bridge verify must find nothing missing, extra, duplicated or unretracted")
+	require.Equal(t, head, vr.upTo, "bridge verify checked another block range than the committed head")
+
+	cr := s.consume(t, python, head)
+	tl.Logf("consumer: %d records (%d inserts, %d retractions, %d tombstones), %d rows survive; Amp expects %d, %d match",
+		cr.Records, cr.Inserts, cr.Retractions, cr.Tombstones, cr.Surviving, cr.Amp.Expected, cr.Amp.Matching)
+	checkConsumerClean(t, cr)
+	want := expectedIdentities(t, sim, head)
+	got := map[string]bool{}
+	for _, id := range cr.Identities {
+		got[identityKey(id)] = true
+	}
+	assertSameSet(t, want, got, "surviving (block, block hash, tx index) vs the simulator's canonical chain")
+	require.NotNil(t, cr.Amp)
+	assert.Zero(t, cr.Amp.Missing, "rows Amp returns that the topic lacks: %v", cr.Examples["amp_missing"])
+	assert.Zero(t, cr.Amp.Extra, "rows in the topic that Amp does not return: %v", cr.Examples["amp_extra"])
+	assert.Equal(t, len(want), cr.Amp.Expected, "Amp's batch query and the simulator's chain disagree")
+	// Both checkers agree.
+	assert.Equal(t, vr.expected, cr.Amp.Expected, "bridge verify and the independent consumer expect different row counts")
+	assert.Equal(t, vr.counts["matching"], cr.Surviving, "bridge verify and the independent consumer see different surviving rows")
+	// The run exercised the reorg path with committed data.
+	assert.Positive(t, cr.Retractions, "no retraction was written: the run exercised no reorg of committed data")
+	assert.Positive(t, cr.Tombstones, "no tombstone was written: the run exercised no reorg of committed data")
+	assert.Zero(t, selfExits, "bridge processes that exited by themselves")
+	if t.Failed() {
+		t.Logf("logs kept in %s (set E2E_KEEP_LOGS=dir to keep them after the test)", dir)
+		return
+	}
+
+	t.Run("corrupt-duplicate", func(t *testing.T) {
+		rec := lastInsert(t, s)
+		produceRaw(t, s.brokers, rec)
+		vr := s.verify(t)
+		t.Logf("bridge verify after producing a copy of %s/%d@%d (exit %d):\n%s", rec.Topic, rec.Partition, rec.Offset, vr.exit, vr.out)
+		assert.NotEqual(t, 0, vr.exit, "bridge verify must fail on a duplicated record")
+		assert.Positive(t, vr.counts["duplicated"], "bridge verify must count the duplicate")
+		cr := s.consume(t, python, head)
+		assert.Positive(t, cr.DuplicateKeys, "the consumer must see the (batch id, row) twice")
+		assert.Positive(t, cr.DuplicateIdentities, "the consumer must see the transaction twice")
+		assert.Positive(t, cr.Amp.Extra, "the consumer must find one row more than Amp returns")
+	})
+	t.Run("corrupt-tombstone", func(t *testing.T) {
+		rec := lastInsert(t, s)
+		produceRaw(t, s.brokers, sink.ReadRecord{Topic: rec.Topic, Partition: rec.Partition, Key: rec.Key, Headers: rec.Headers})
+		vr := s.verify(t)
+		t.Logf("bridge verify after a stray tombstone for batch %s (exit %d):\n%s", rec.Key, vr.exit, vr.out)
+		assert.NotEqual(t, 0, vr.exit, "bridge verify must fail when a live batch was tombstoned")
+		assert.Positive(t, vr.counts["missing"], "bridge verify must count the tombstoned rows as missing")
+		cr := s.consume(t, python, head)
+		assert.Positive(t, cr.Amp.Missing, "the consumer must miss the tombstoned batch's rows")
+	})
+}
+
+// checkConsumerClean asserts the independent consumer found nothing wrong
+// in the topic's records themselves.
+// waitLog waits until the file contains s or the timeout passes.
+func waitLog(path, s string, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) && grepCount(path, s) == 0 {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func checkConsumerClean(t *testing.T, cr consumerResult) {
+	t.Helper()
+	for name, n := range map[string]int{
+		"duplicate_keys": cr.DuplicateKeys, "duplicate_identities": cr.DuplicateIdentities, "reinserted": cr.Reinserted,
+		"dangling_retractions": cr.DanglingRetractions, "header_errors": cr.HeaderErrors,
+		"envelope_errors": cr.EnvelopeErrors, "wire_errors": cr.WireErrors, "registry_errors": cr.RegistryErrors,
+	} {
+		assert.Zero(t, n, "consumer %s: %v", name, cr.Examples[name])
+	}
+	assert.NotEmpty(t, cr.SchemaIDs, "no record carried a registry schema id")
+	assert.Equal(t, cr.Surviving, len(cr.Identities), "surviving rows vs distinct identities")
+}
+
+func assertSameSet(t *testing.T, want, got map[string]bool, what string) {
+	t.Helper()
+	var missing, extra []string
+	for k := range want {
+		if !got[k] {
+			missing = append(missing, k)
+		}
+	}
+	for k := range got {
+		if !want[k] {
+			extra = append(extra, k)
+		}
+	}
+	slices.Sort(missing)
+	slices.Sort(extra)
+	assert.Empty(t, missing, "%s: %d missing (first: %v)", what, len(missing), first(missing, 5))
+	assert.Empty(t, extra, "%s: %d extra (first: %v)", what, len(extra), first(extra, 5))
+	assert.Len(t, got, len(want), what)
+}
+
+func first(s []string, n int) []string { return s[:min(n, len(s))] }
+
+func flushRedis(t *testing.T, addr string) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, c.FlushAll(ctx).Err(), "FLUSHALL on %s", addr)
+}
+
+// lastInsert returns the last committed insert (amp-op c) of the data
+// topic: it belongs to the newest batch, which nothing retracted.
+func lastInsert(t *testing.T, s *stack) sink.ReadRecord {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kc := sink.DefaultConfig()
+	kc.Brokers = s.brokers
+	r, err := sink.NewReader(ctx, kc, sink.Deps{})
+	require.NoError(t, err)
+	defer r.Close()
+	starts, err := r.StartOffsets(ctx, s.topic)
+	require.NoError(t, err)
+	ends, err := r.EndOffsets(ctx, s.topic)
+	require.NoError(t, err)
+	var spans []sink.Span
+	for _, p := range slices.Sorted(maps.Keys(ends)) {
+		if ends[p] > starts[p] {
+			spans = append(spans, sink.Span{Topic: s.topic, Partition: p, First: starts[p], Last: ends[p] - 1})
+		}
+	}
+	parts, err := r.ReadSpans(ctx, spans)
+	require.NoError(t, err)
+	// The batch with the highest range end is the newest; nothing retracted it.
+	var last *sink.ReadRecord
+	var lastEnd uint64
+	for _, recs := range parts {
+		for i := range recs {
+			rec := &recs[i]
+			if op, _ := rec.Header("amp-op"); string(op) != "c" || rec.Value == nil {
+				continue
+			}
+			rg, _ := rec.Header("amp-range")
+			_, end, _ := strings.Cut(string(rg), "-")
+			n, err := strconv.ParseUint(end, 10, 64)
+			require.NoError(t, err, "amp-range header %q of %s/%d@%d", rg, rec.Topic, rec.Partition, rec.Offset)
+			if last == nil || n > lastEnd {
+				last, lastEnd = rec, n
+			}
+		}
+	}
+	require.NotNil(t, last, "the topic has no insert")
+	return *last
+}
+
+// produceRaw writes one record outside any bridge transaction, to the
+// partition it names.
+func produceRaw(t *testing.T, brokers []string, rec sink.ReadRecord) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer cl.Close()
+	kr := &kgo.Record{Topic: rec.Topic, Partition: rec.Partition, Key: rec.Key, Value: rec.Value}
+	for _, h := range rec.Headers {
+		kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, cl.ProduceSync(ctx, kr).FirstErr())
+}
