@@ -14,6 +14,7 @@ import (
 )
 
 var propCases = flag.Int("reorg.cases", 300, "number of random cases of TestPropertyCanonicalChain")
+
 const traceLines = 60
 
 // TestPropertyCanonicalChain drives the machine with a simulated Amp server

@@ -31,6 +31,9 @@ Usage:
   bridge run -c bridge.yaml        publish every configured stream
   bridge verify -c bridge.yaml [-stream S]
                                    compare a stream's topic with a fresh query at Amp
+  bridge status -c bridge.yaml     each stream's checkpoint: cursor, last commit, retained batches
+  bridge schema -c bridge.yaml [-stream S]
+                                   print the Avro schemas a stream registers
   bridge validate -c bridge.yaml   check a configuration without connecting
   bridge version                   print the version
 
@@ -68,6 +71,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdDemo(ctx, args[1:], stdout, stderr)
 	case "verify":
 		err = cmdVerify(ctx, args[1:], stdout, stderr)
+	case "status":
+		err = cmdStatus(ctx, args[1:], stdout, stderr)
+	case "schema":
+		err = cmdSchema(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
@@ -77,7 +84,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, errUsage), errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, flag.ErrHelp):
+		return 2
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "bridge: %v\n", err)
 		return 2
 	default:
 		fmt.Fprintf(stderr, "bridge: %v\n", err)

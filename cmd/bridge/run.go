@@ -10,7 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,7 +38,9 @@ type bridge struct {
 	closers  []func()
 	registry *encode.Registry
 	control  *encode.ControlCodec
-	ready    atomic.Bool
+	// readyMu guards readySet: the streams that are connected.
+	readyMu  sync.Mutex
+	readySet map[string]bool
 	events   func(streamEvent)
 }
 
@@ -154,6 +156,8 @@ func (b *bridge) runner(sc StreamConfig) *streamRunner {
 		admin:    b.admin, store: b.store, registry: b.registry, control: b.control,
 		version: buildVersion(), now: time.Now, events: b.events,
 		kafkaControlTopic: b.cfg.Kafka.ControlTopic, kafkaReplication: b.cfg.Kafka.ReplicationFactor,
+		restartMin: b.cfg.Amp.ReconnectMin, restartMax: b.cfg.Amp.ReconnectMax,
+		ready: b.setReady,
 	}}
 }
 
@@ -165,22 +169,44 @@ func (b *bridge) run(ctx context.Context) error {
 		r := b.runner(sc)
 		g.Go(func() error { return r.run(gctx) })
 	}
-	b.ready.Store(true)
-	defer b.ready.Store(false)
 	return g.Wait()
 }
 
-// serveHTTP serves /metrics, /livez and /readyz until ctx ends.
-func (b *bridge) serveHTTP(ctx context.Context, addr string) (func(), error) {
+func (b *bridge) setReady(stream string, ok bool) {
+	b.readyMu.Lock()
+	defer b.readyMu.Unlock()
+	if b.readySet == nil {
+		b.readySet = map[string]bool{}
+	}
+	b.readySet[stream] = ok
+}
+
+// notReady lists the configured streams that are not connected.
+func (b *bridge) notReady() []string {
+	b.readyMu.Lock()
+	defer b.readyMu.Unlock()
+	var out []string
+	for _, sc := range b.cfg.Streams {
+		if !b.readySet[sc.ID] {
+			out = append(out, sc.ID)
+		}
+	}
+	return out
+}
+
+// serveHTTP serves /metrics, /livez and /readyz; it returns the address
+// it listens on and a function that stops it.
+func (b *bridge) serveHTTP(ctx context.Context, addr string) (string, func(), error) {
 	if addr == "" {
-		return func() {}, nil
+		return "", func() {}, nil
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(b.reg, promhttp.HandlerOpts{Registry: b.reg}))
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !b.ready.Load() {
-			http.Error(w, "not ready: connecting to Amp, Kafka, the registry or the checkpoint store", http.StatusServiceUnavailable)
+		if waiting := b.notReady(); len(waiting) > 0 {
+			http.Error(w, fmt.Sprintf("not ready: streams %v are connecting to Amp, Kafka, the registry or the checkpoint store", waiting),
+				http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = io.WriteString(w, "ready\n")
@@ -188,7 +214,7 @@ func (b *bridge) serveHTTP(ctx context.Context, addr string) (func(), error) {
 	lc := net.ListenConfig{}
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listening for metrics on %s (config http.addr): %w", addr, err)
+		return "", nil, fmt.Errorf("listening for metrics on %s (config http.addr): %w", addr, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
@@ -199,7 +225,7 @@ func (b *bridge) serveHTTP(ctx context.Context, addr string) (func(), error) {
 		}
 	}()
 	b.log.Info("serving /metrics, /livez, /readyz", "addr", ln.Addr().String())
-	return func() {
+	return ln.Addr().String(), func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
@@ -223,7 +249,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer b.close()
-	stop, err := b.serveHTTP(ctx, cfg.HTTP.Addr)
+	_, stop, err := b.serveHTTP(ctx, cfg.HTTP.Addr)
 	if err != nil {
 		return err
 	}

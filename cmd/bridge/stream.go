@@ -52,6 +52,12 @@ type streamDeps struct {
 	// kafkaControlTopic and kafkaReplication come from the kafka config.
 	kafkaControlTopic string
 	kafkaReplication  int
+	// ready reports whether the stream is connected to Amp, Kafka, the
+	// registry and its checkpoint (for /readyz); nil ignores it.
+	ready func(stream string, ok bool)
+	// restartMin and restartMax bound the pause before a stream restarts
+	// after a transient error.
+	restartMin, restartMax time.Duration
 	// events receives a line per published or retracted batch (bridge demo);
 	// nil means none.
 	events func(streamEvent)
@@ -118,21 +124,53 @@ func topicFor(template, stream string) string {
 	return strings.ReplaceAll(template, "{stream}", stream)
 }
 
-// run publishes the stream until ctx ends or a permanent error. A restart
-// error rebuilds everything from the checkpoint and Kafka.
+// permanent reports whether retrying cannot fix err: the data, the
+// configuration or another instance is in the way, and an operator must act.
+// Everything else (a broker or Redis restarting, Amp unavailable, an unknown
+// transaction outcome) restarts the stream from its checkpoint and Kafka.
+func permanent(err error) bool {
+	var verr *encode.ValueError
+	return errors.Is(err, reorg.ErrUnrecoverable) || errors.Is(err, reorg.ErrInvalidRanges) ||
+		errors.Is(err, sink.ErrFenced) || errors.Is(err, offsets.ErrFenced) ||
+		errors.Is(err, offsets.ErrStoreAhead) || errors.Is(err, offsets.ErrDiverged) ||
+		errors.Is(err, offsets.ErrFingerprintChanged) || errors.Is(err, offsets.ErrInvalid) ||
+		errors.Is(err, offsets.ErrUnsupportedFormat) || errors.Is(err, source.ErrPermanent) ||
+		errors.Is(err, encode.ErrUnsupportedType) || errors.Is(err, encode.ErrNameCollision) ||
+		errors.Is(err, encode.ErrIncompatible) || errors.As(err, &verr) || errors.Is(err, errConfig)
+}
+
+// errConfig marks a configuration the stream cannot run with.
+var errConfig = errors.New("invalid stream configuration")
+
+// run publishes the stream until ctx ends or a permanent error. Any other
+// error rebuilds everything from the checkpoint and Kafka, after a capped,
+// growing pause.
 func (r *streamRunner) run(ctx context.Context) error {
+	pause := r.deps.restartMin
 	for {
+		began := r.deps.now()
 		err := r.runOnce(ctx)
+		r.setReady(false)
 		r.close(ctx)
-		if errors.Is(err, errRestart) && ctx.Err() == nil {
-			r.log.Warn("restarting stream from its checkpoint", "err", err)
-			r.deps.metrics.restarts.WithLabelValues(r.cfg.ID).Inc()
-			continue
-		}
-		if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || !permanent(err)) {
 			return nil
 		}
-		return err
+		if err == nil || permanent(err) {
+			return err
+		}
+		if r.deps.now().Sub(began) > 10*r.deps.restartMax {
+			pause = r.deps.restartMin // it ran well for a while: start the backoff over
+		}
+		r.log.Warn("restarting the stream from its checkpoint", "err", err, "in", pause)
+		r.deps.metrics.restarts.WithLabelValues(r.cfg.ID).Inc()
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		pause = min(2*pause, r.deps.restartMax)
 	}
 }
 
@@ -166,7 +204,7 @@ func (r *streamRunner) setup(ctx context.Context) error {
 	r.fingerprint = fingerprintOf(r.cfg.SQL, schema)
 	r.topic = topicFor(r.cfg.Topic, r.cfg.ID)
 	if strings.Contains(r.topic, "{network}") {
-		return fmt.Errorf("config streams (%s).topic: {network} is not supported yet; name the topic with {stream} or literally", r.cfg.ID)
+		return fmt.Errorf("config streams (%s).topic: {network} is not supported yet; name the topic with {stream} or literally: %w", r.cfg.ID, errConfig)
 	}
 	encCfg := encode.Config{Stream: r.cfg.ID, Topic: r.topic, KeyColumns: r.cfg.KeyColumns, Version: r.deps.version}
 	if encCfg.Envelope, err = encode.ParseEnvelope(r.cfg.Envelope); err != nil {
@@ -265,6 +303,7 @@ func (r *streamRunner) runOnce(ctx context.Context) error {
 	if err := r.open(ctx); err != nil {
 		return err
 	}
+	r.setReady(true)
 	for {
 		env, err := r.next(ctx)
 		if errors.Is(err, errCommitDue) {
@@ -715,6 +754,12 @@ func (r *streamRunner) shutdown(ctx context.Context) error {
 	}
 	r.log.Info("stream stopped", "cursor", cursorText(r.committed.Cursor()), "version", r.committed.Version)
 	return nil
+}
+
+func (r *streamRunner) setReady(ok bool) {
+	if r.deps.ready != nil {
+		r.deps.ready(r.cfg.ID, ok)
+	}
 }
 
 func (r *streamRunner) emit(e streamEvent) {

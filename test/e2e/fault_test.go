@@ -1,9 +1,9 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -59,7 +59,9 @@ func TestIntegrationFaultSIGKILL(t *testing.T) {
 
 // TestIntegrationFaultFakes runs a shorter schedule of the same harness
 // against the in-process stand-ins (kfake, miniredis, srfake), so the two
-// can be compared; kfake cannot be restarted, so there is no broker restart.
+// can be compared. kfake cannot be restarted and miniredis cannot rebind its
+// port while the bridge holds connections, so there is no broker or Redis
+// restart; the FLUSHALL stays.
 func TestIntegrationFaultFakes(t *testing.T) {
 	python := testenv.Python(t)
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1),
@@ -71,16 +73,15 @@ func TestIntegrationFaultFakes(t *testing.T) {
 	t.Cleanup(mr.Close)
 	regs := testenv.RegistryBackends(t)
 	env := faultEnv{
-		name:         "fakes",
-		brokers:      kc.ListenAddrs(),
-		redis:        mr.Addr(),
-		restartRedis: func() { require.NoError(t, mr.Restart()) },
-		registry:     regs[0].Addr,
+		name:     "fakes",
+		brokers:  kc.ListenAddrs(),
+		redis:    mr.Addr(),
+		registry: regs[0].Addr,
 	}
 	runFaultHarness(t, env, python, max(3, *flagTrials/4))
 }
 
-var reconciledRe = regexp.MustCompile(`msg="checkpoint reconciled".* outcome=(\S+)`)
+var reconciledRe = regexp.MustCompile(`msg="checkpoint reconciled".* outcome=(\S+) .*cursor=(?:"\{\\"[^\\]+\\":\{\\"number\\":(\d+)|(\(start\)))`)
 
 func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 	require.GreaterOrEqual(t, trials, 3, "-e2e.trials must be at least 3 (a broker restart, a Redis restart and a FLUSHALL each take one)")
@@ -117,6 +118,9 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 	brokerAt, redisAt, flushAt := trials/3, trials/2, (2*trials)/3
 	if env.restartBroker == nil {
 		brokerAt = -1
+	}
+	if env.restartRedis == nil {
+		redisAt = -1
 	}
 	selfExits := 0
 	for i := range trials {
@@ -166,24 +170,14 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 			flushRedis(t, env.redis)
 			notes = append(notes, "redis FLUSHALL while down (checkpoint must be rebuilt from the control topic)")
 		}
-		outcome := "-"
+		resumed := "did not reconcile before the kill"
 		if mm := reconciledRe.FindStringSubmatch(tail(logPath, 1000)); mm != nil {
-			outcome = mm[1]
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		pt, ok, err := s.committed(ctx)
-		cancel()
-		committed := "none"
-		switch {
-		case err != nil:
-			committed = "unreadable: " + err.Error()
-		case ok:
-			committed = fmt.Sprint(pt.Number)
+			resumed = "reconciled " + mm[1] + ", resumes after block " + cmp.Or(mm[2], "(start)")
 		}
 		head, _ := sim.Head()
-		tl.Logf("trial %2d: up %6s, %s; reconcile outcome %s; reorgs seen %d, restarts %d; committed block %s, head %d; %s",
-			i, up, state, outcome, grepCount(logPath, `msg=reorg`), grepCount(logPath, "restarting stream"),
-			committed, head, strings.Join(notes, "; "))
+		tl.Logf("trial %2d: up %6s, %s; %s; reorgs handled %d, stream restarts %d; head %d; %s",
+			i, up, state, resumed, grepCount(logPath, `msg=reorg`), grepCount(logPath, "restarting stream"),
+			head, strings.Join(notes, "; "))
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 	}
 	m.Stop()
@@ -195,11 +189,13 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 	logPath := filepath.Join(dir, "final.log")
 	p := startBridge(t, bin, s.cfgPath, logPath)
 	head, _ := sim.Head()
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	// 10s: well past max_age, and below the 30s transaction timeout after
+	// which the broker aborts an open transaction.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_, err = s.waitCaughtUp(ctx, p)
 	cancel()
 	if err != nil {
-		t.Errorf("with Amp idle, the bridge did not commit up to the head within 45s: %v", err)
+		t.Errorf("with Amp idle, the bridge did not commit its last complete batch within 10s: %v", err)
 	}
 	code := p.term(45 * time.Second)
 	require.Equal(t, 0, code, "bridge run must exit 0 on SIGTERM; log tail:\n%s", tail(logPath, 30))
@@ -215,34 +211,38 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 
 	vr := s.verify(t)
 	tl.Logf("bridge verify (exit %d):\n%s", vr.exit, vr.out)
-	require.Equal(t, 0, vr.exit, "bridge verify must find nothing missing, extra, duplicated or unretracted")
-	require.Equal(t, head, vr.upTo, "bridge verify checked another block range than the committed head")
+	// Not fatal: the independent consumer below still runs and reports.
+	verifyOK := assert.Equal(t, 0, vr.exit, "bridge verify must find nothing missing, extra, duplicated or unretracted") &&
+		assert.Equal(t, head, vr.upTo, "bridge verify checked another block range than the committed head")
 
 	cr := s.consume(t, python, head)
 	tl.Logf("consumer: %d records (%d inserts, %d retractions, %d tombstones), %d rows survive; Amp expects %d, %d match",
 		cr.Records, cr.Inserts, cr.Retractions, cr.Tombstones, cr.Surviving, cr.Amp.Expected, cr.Amp.Matching)
 	checkConsumerClean(t, cr)
-	want := expectedIdentities(t, sim, head)
+	wantIDs := expectedIdentities(t, sim, head)
 	got := map[string]bool{}
 	for _, id := range cr.Identities {
 		got[identityKey(id)] = true
 	}
-	assertSameSet(t, want, got, "surviving (block, block hash, tx index) vs the simulator's canonical chain")
+	assertSameSet(t, wantIDs, got, "surviving (block, block hash, tx index) vs the simulator's canonical chain")
 	require.NotNil(t, cr.Amp)
 	assert.Zero(t, cr.Amp.Missing, "rows Amp returns that the topic lacks: %v", cr.Examples["amp_missing"])
 	assert.Zero(t, cr.Amp.Extra, "rows in the topic that Amp does not return: %v", cr.Examples["amp_extra"])
-	assert.Equal(t, len(want), cr.Amp.Expected, "Amp's batch query and the simulator's chain disagree")
+	assert.Equal(t, len(wantIDs), cr.Amp.Expected, "Amp's batch query and the simulator's chain disagree")
 	// Both checkers agree.
-	assert.Equal(t, vr.expected, cr.Amp.Expected, "bridge verify and the independent consumer expect different row counts")
-	assert.Equal(t, vr.counts["matching"], cr.Surviving, "bridge verify and the independent consumer see different surviving rows")
+	if verifyOK {
+		assert.Equal(t, vr.expected, cr.Amp.Expected, "bridge verify and the independent consumer expect different row counts")
+		assert.Equal(t, vr.counts["matching"], cr.Surviving, "bridge verify and the independent consumer see different surviving rows")
+	}
 	// The run exercised the reorg path with committed data.
 	assert.Positive(t, cr.Retractions, "no retraction was written: the run exercised no reorg of committed data")
 	assert.Positive(t, cr.Tombstones, "no tombstone was written: the run exercised no reorg of committed data")
 	assert.Zero(t, selfExits, "bridge processes that exited by themselves")
 	if t.Failed() {
 		t.Logf("logs kept in %s (set E2E_KEEP_LOGS=dir to keep them after the test)", dir)
-		return
 	}
+
+	// Negative checks: the same checkers must catch a corrupted topic.
 
 	t.Run("corrupt-duplicate", func(t *testing.T) {
 		rec := lastInsert(t, s)
@@ -322,49 +322,51 @@ func flushRedis(t *testing.T, addr string) {
 	require.NoError(t, c.FlushAll(ctx).Err(), "FLUSHALL on %s", addr)
 }
 
-// lastInsert returns the last committed insert (amp-op c) of the data
-// topic: it belongs to the newest batch, which nothing retracted.
+// lastInsert returns the committed insert (amp-op c) of the newest batch
+// of the data topic (the highest amp-range end): nothing retracted it.
 func lastInsert(t *testing.T, s *stack) sink.ReadRecord {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	kc := sink.DefaultConfig()
-	kc.Brokers = s.brokers
-	r, err := sink.NewReader(ctx, kc, sink.Deps{})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ConsumeTopics(s.topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	require.NoError(t, err)
-	defer r.Close()
-	starts, err := r.StartOffsets(ctx, s.topic)
-	require.NoError(t, err)
-	ends, err := r.EndOffsets(ctx, s.topic)
-	require.NoError(t, err)
-	var spans []sink.Span
-	for _, p := range slices.Sorted(maps.Keys(ends)) {
-		if ends[p] > starts[p] {
-			spans = append(spans, sink.Span{Topic: s.topic, Partition: p, First: starts[p], Last: ends[p] - 1})
-		}
-	}
-	parts, err := r.ReadSpans(ctx, spans)
-	require.NoError(t, err)
-	// The batch with the highest range end is the newest; nothing retracted it.
-	var last *sink.ReadRecord
+	defer cl.Close()
+	var last *kgo.Record
 	var lastEnd uint64
-	for _, recs := range parts {
-		for i := range recs {
-			rec := &recs[i]
-			if op, _ := rec.Header("amp-op"); string(op) != "c" || rec.Value == nil {
-				continue
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		// The bridge is stopped: a quiet poll means the whole topic was read.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		fetches := cl.PollFetches(ctx)
+		cancel()
+		if fetches.NumRecords() == 0 {
+			break
+		}
+		fetches.EachRecord(func(rec *kgo.Record) {
+			var op, rg string
+			for _, h := range rec.Headers {
+				switch h.Key {
+				case "amp-op":
+					op = string(h.Value)
+				case "amp-range":
+					rg = string(h.Value)
+				}
 			}
-			rg, _ := rec.Header("amp-range")
-			_, end, _ := strings.Cut(string(rg), "-")
+			if op != "c" || rec.Value == nil {
+				return
+			}
+			_, end, _ := strings.Cut(rg, "-")
 			n, err := strconv.ParseUint(end, 10, 64)
-			require.NoError(t, err, "amp-range header %q of %s/%d@%d", rg, rec.Topic, rec.Partition, rec.Offset)
-			if last == nil || n > lastEnd {
+			if err == nil && (last == nil || n > lastEnd) {
 				last, lastEnd = rec, n
 			}
-		}
+		})
 	}
 	require.NotNil(t, last, "the topic has no insert")
-	return *last
+	out := sink.ReadRecord{Topic: last.Topic, Partition: last.Partition, Offset: last.Offset, Key: last.Key, Value: last.Value}
+	for _, h := range last.Headers {
+		out.Headers = append(out.Headers, sink.Header{Key: h.Key, Value: h.Value})
+	}
+	return out
 }
 
 // produceRaw writes one record outside any bridge transaction, to the

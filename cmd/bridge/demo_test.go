@@ -1,0 +1,30 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestDemoVerifies runs the README's first command, shortened: it must
+// publish, retract after reorgs, and end with a clean verification.
+func TestDemoVerifies(t *testing.T) {
+	var out, errOut strings.Builder
+	err := runDemo(t.Context(), demoOptions{duration: 2 * time.Second, blockEvery: 100 * time.Millisecond,
+		reorgEvery: 4, reorgDepth: 2, txPerBlock: 5}, &out, &errOut)
+	t.Log(out.String())
+	require.NoError(t, err, errOut.String())
+	assert.Contains(t, out.String(), "publish ")
+	assert.Contains(t, out.String(), "retract ")
+	assert.Contains(t, out.String(), "verdict: OK")
+}
+
+func TestDemoRejectsBadFlags(t *testing.T) {
+	var out, errOut strings.Builder
+	code := run(t.Context(), []string{"demo", "-duration", "0s"}, &out, &errOut)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut.String(), "-duration")
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
+)
+
+// cmdSchema prints the Avro schemas each stream registers.
+func cmdSchema(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("schema", flag.ContinueOnError)
+	path := fs.String("c", "bridge.yaml", "configuration file")
+	streamID := fs.String("stream", "", "stream (default: every stream)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := LoadConfig(*path, os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	b, err := newBridge(ctx, cfg, newLogger(LogConfig{Level: "warn", Format: cfg.Log.Format}, stderr), nil)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	found := false
+	for _, sc := range cfg.Streams {
+		if *streamID != "" && sc.ID != *streamID {
+			continue
+		}
+		found = true
+		s, err := b.amp.Schema(ctx, sc.SQL)
+		if err != nil {
+			return fmt.Errorf("stream %s: planning its SQL at Amp: %w", sc.ID, err)
+		}
+		env, err := encode.ParseEnvelope(sc.Envelope)
+		if err != nil {
+			return err
+		}
+		topic := topicFor(sc.Topic, sc.ID)
+		schemas, err := encode.BuildSchemas(encode.Config{Stream: sc.ID, Topic: topic, KeyColumns: sc.KeyColumns, Envelope: env, Version: buildVersion()}, s)
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", sc.ID, err)
+		}
+		fmt.Fprintf(stdout, "# stream %s: subject %s\n%s\n", sc.ID, encode.ValueSubject(topic), indentJSON(schemas.Value))
+		if schemas.Key != "" {
+			fmt.Fprintf(stdout, "# stream %s: subject %s\n%s\n", sc.ID, encode.KeySubject(topic), indentJSON(schemas.Key))
+		}
+	}
+	if !found {
+		return fmt.Errorf("no stream %q in the configuration", *streamID)
+	}
+	return nil
+}
+
+func indentJSON(s string) string {
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return s
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return s
+	}
+	return string(b)
+}
+
+// cmdStatus prints each stream's checkpoint: cursor, version, last commit,
+// retained batches and the store.
+func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	path := fs.String("c", "bridge.yaml", "configuration file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := LoadConfig(*path, os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	b, err := newBridge(ctx, cfg, newLogger(LogConfig{Level: "warn", Format: cfg.Log.Format}, stderr), nil)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	return b.status(ctx, stdout, time.Now())
+}
+
+func (b *bridge) status(ctx context.Context, w io.Writer, now time.Time) error {
+	store := b.cfg.Checkpoint.Store
+	if store == "redis" {
+		store = "redis " + b.cfg.Checkpoint.Redis.Addr
+	} else {
+		store = "file " + b.cfg.Checkpoint.Dir
+	}
+	for _, sc := range b.cfg.Streams {
+		cp, err := b.store.Load(ctx, sc.ID)
+		if errors.Is(err, offsets.ErrNotFound) {
+			fmt.Fprintf(w, "%s: no checkpoint yet (store %s)\n", sc.ID, store)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("stream %s: loading its checkpoint: %w", sc.ID, err)
+		}
+		fmt.Fprintf(w, "%s: cursor %s\n", sc.ID, cursorText(cp.Cursor()))
+		fmt.Fprintf(w, "  checkpoint version %d, committed %s (%s ago), store %s\n", cp.Version,
+			cp.CommittedAt.Format(time.RFC3339), now.Sub(cp.CommittedAt).Round(time.Second), store)
+		fmt.Fprintf(w, "  retained batches %d (retention %d blocks), next sequence %d, control offset %d\n",
+			len(cp.Batches), sc.RetentionBlocks, cp.Snapshot.Next, cp.ControlOffset)
+	}
+	return nil
+}

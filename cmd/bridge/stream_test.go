@@ -1,0 +1,373 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
+)
+
+// services are the Kafka, Redis and registry a run-loop test uses.
+type services struct {
+	name     string
+	brokers  []string
+	redis    string
+	registry string
+	flush    func(t *testing.T) // empties the checkpoint store
+}
+
+// fakeServices starts kfake, miniredis and srfake for one test.
+func fakeServices(t *testing.T) services {
+	t.Helper()
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1))
+	require.NoError(t, err)
+	t.Cleanup(kc.Close)
+	mr := miniredis.RunT(t)
+	reg := srfake.New()
+	t.Cleanup(reg.Close)
+	return services{name: "fakes", brokers: kc.ListenAddrs(), redis: mr.Addr(), registry: reg.URL(),
+		flush: func(*testing.T) { mr.FlushAll() }}
+}
+
+// harness runs the bridge against a simulator and services, with the
+// chain driven by the test.
+type harness struct {
+	t    *testing.T
+	sim  *ampsim.Server
+	cfg  *Config
+	svc  services
+	mu   sync.Mutex
+	last uint64 // last committed block
+	seen map[string]int
+}
+
+func newHarness(t *testing.T, svc services, simCfg ampsim.Config, retention uint64) *harness {
+	t.Helper()
+	if simCfg.TxPerBlock == 0 {
+		simCfg.TxPerBlock = 6
+	}
+	if simCfg.LogsPerTx == 0 {
+		simCfg.LogsPerTx = -1
+	}
+	sim, err := ampsim.New(simCfg)
+	require.NoError(t, err)
+	require.NoError(t, sim.Start(t.Context()))
+	t.Cleanup(func() { _ = sim.Close() })
+	id := strings.ReplaceAll(strings.ToLower(testenv.UniqueName(t, "s")), "/", "-")
+	cfg := &Config{
+		Amp:        AmpConfig{Addr: sim.Addr(), ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond},
+		Kafka:      KafkaConfig{Brokers: svc.brokers, ReplicationFactor: 1, ControlTopic: id + ".control"},
+		Registry:   RegistryConfig{URL: svc.registry},
+		Checkpoint: CheckpointConfig{Store: "redis", Redis: RedisConfig{Addr: svc.redis, KeyPrefix: id}},
+		Streams: []StreamConfig{{ID: id, SQL: "SELECT * FROM eth_rpc.transactions SETTINGS stream = true",
+			Topic: id + ".txs", RetentionBlocks: retention, Transaction: TxnBudget{MaxRows: 100000, MaxAge: 20 * time.Millisecond}}},
+	}
+	cfg.defaults()
+	cfg.HTTP.Addr = ""
+	require.NoError(t, cfg.Validate())
+	return &harness{t: t, sim: sim, cfg: cfg, svc: svc, seen: map[string]int{}}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("BRIDGE_TEST_VERBOSE") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// run starts the bridge; the returned stop cancels it and returns its error.
+func (h *harness) run() (stop func() error) {
+	stop, _ = h.runBridge()
+	return stop
+}
+
+// runBridge is run that also returns the bridge.
+func (h *harness) runBridge() (stop func() error, b *bridge) {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(h.t.Context())
+	b, err := newBridge(ctx, h.cfg, testLogger(h.t), nil)
+	require.NoError(h.t, err)
+	b.events = func(e streamEvent) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.seen[e.Kind]++
+		if e.Kind == "commit" {
+			for _, r := range e.Ranges {
+				h.last = r.End
+			}
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			runErr = <-done
+			b.close()
+		})
+		return runErr
+	}
+	h.t.Cleanup(func() { _ = stop() })
+	return stop, b
+}
+
+// waitHead waits until the bridge committed the simulator's head block.
+func (h *harness) waitHead() {
+	h.t.Helper()
+	head, ok := h.sim.Head()
+	require.True(h.t, ok)
+	require.Eventually(h.t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.last >= head
+	}, 60*time.Second, 10*time.Millisecond, "the bridge did not commit head block %d", head)
+}
+
+func (h *harness) count(kind string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seen[kind]
+}
+
+// verify runs bridge verify and returns its report.
+func (h *harness) verify() verifyReport {
+	h.t.Helper()
+	ctx := h.t.Context()
+	b, err := newBridge(ctx, h.cfg, testLogger(h.t), nil)
+	require.NoError(h.t, err)
+	defer b.close()
+	var out strings.Builder
+	err = b.verify(ctx, h.cfg.Streams[0].ID, &out)
+	h.t.Log(out.String())
+	if err != nil && !errors.Is(err, errVerifyFailed) {
+		require.NoError(h.t, err)
+	}
+	return lastReport(out.String())
+}
+
+// lastReport parses the counts printed by verifyReport.print (the test
+// checks what a user reads).
+func lastReport(s string) verifyReport {
+	var rep verifyReport
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "expected ") {
+			_, _ = fmt.Sscanf(line, "expected %d rows: %d matching, %d missing, %d extra, %d duplicated, %d unretracted",
+				&rep.Expected, &rep.Matching, &rep.Missing, &rep.Extra, &rep.Duplicated, &rep.Unretracted)
+		}
+		if strings.HasPrefix(line, "verify ") {
+			_, _ = fmt.Sscanf(line[strings.Index(line, "):")+2:], " %d records read, %d rows retracted", &rep.Records, &rep.Retracted)
+		}
+	}
+	return rep
+}
+
+func requireClean(t *testing.T, rep verifyReport) {
+	t.Helper()
+	require.Positive(t, rep.Expected, "the stream published nothing")
+	assert.Equal(t, rep.Expected, rep.Matching, "every expected row is in the topic")
+	assert.Zero(t, rep.Missing, "missing rows")
+	assert.Zero(t, rep.Extra, "extra rows")
+	assert.Zero(t, rep.Duplicated, "duplicated rows")
+	assert.Zero(t, rep.Unretracted, "replaced rows left unretracted")
+}
+
+func TestRunHappyPathMultiBlockRanges(t *testing.T) {
+	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 40}, MaxMicrobatchBlocks: 7}, 128)
+	stop := h.run()
+	h.waitHead()
+	h.sim.Mine(5) // one multi-block microbatch
+	h.waitHead()
+	h.sim.Mine(1)
+	h.waitHead()
+	require.NoError(t, stop())
+	rep := h.verify()
+	requireClean(t, rep)
+	assert.Zero(t, rep.Retracted)
+	assert.GreaterOrEqual(t, h.count("commit"), 8, "40 blocks in microbatches of at most 7, then 2 more")
+}
+
+func TestRunReorgsWhileConnected(t *testing.T) {
+	for _, depth := range []int{1, 10, 128} {
+		t.Run(fmt.Sprintf("depth%d", depth), func(t *testing.T) {
+			h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 150}, MaxMicrobatchBlocks: 16}, 256)
+			stop := h.run()
+			h.waitHead()
+			// Mine one block at a time so the reorg replaces several
+			// committed microbatches.
+			for range 3 {
+				h.sim.Mine(1)
+				h.waitHead()
+			}
+			require.NoError(t, h.sim.Reorg(depth, depth+1))
+			h.waitHead()
+			require.NoError(t, stop())
+			rep := h.verify()
+			requireClean(t, rep)
+			assert.Positive(t, rep.Retracted, "a reorg of depth %d retracts rows", depth)
+			assert.Equal(t, 1, h.count("reorg"))
+		})
+	}
+}
+
+func TestRunReorgWhileDown(t *testing.T) {
+	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 20}, MaxMicrobatchBlocks: 3}, 128)
+	stop := h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+	require.NoError(t, h.sim.Reorg(4, 5))
+	stop = h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+	rep := h.verify()
+	requireClean(t, rep)
+	assert.Positive(t, rep.Retracted, "the server rewinds on the cursor and the bridge retracts")
+}
+
+// TestRunPartialReorg is the real server's shape of amp-protocol.md A15 /
+// C20: microbatches 0..=0 and 1..=2, then a reorg replacing block 2 only.
+func TestRunPartialReorg(t *testing.T) {
+	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 1}}, 128)
+	stop := h.run()
+	h.waitHead()
+	h.sim.Mine(2)
+	h.waitHead()
+	require.NoError(t, h.sim.Reorg(1, 2))
+	h.waitHead()
+	require.NoError(t, stop())
+	requireClean(t, h.verify())
+}
+
+func TestRunRestartAndLostCheckpoint(t *testing.T) {
+	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 10}}, 128)
+	stop := h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+	h.sim.Mine(3)
+	stop = h.run() // clean restart: resumes from the cursor
+	h.waitHead()
+	require.NoError(t, stop())
+	h.svc.flush(t) // the checkpoint store lost everything: rebuilt from Kafka
+	require.NoError(t, h.sim.Reorg(2, 3))
+	stop = h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+	rep := h.verify()
+	requireClean(t, rep)
+	assert.Positive(t, rep.Retracted, "the reorg after the rebuild retracted the replaced rows")
+}
+
+// TestIntegrationRunRealServices runs the bridge against the real Kafka
+// broker, redis-server and registry: publish, a reorg, a restart, verify.
+func TestIntegrationRunRealServices(t *testing.T) {
+	svc := services{
+		name:     "real",
+		brokers:  testenv.Seeds(testenv.RequireReal(t, testenv.ServiceKafka, testenv.EnvKafkaSeeds)),
+		redis:    testenv.RequireReal(t, testenv.ServiceRedis, testenv.EnvRedisAddr),
+		registry: testenv.RequireReal(t, testenv.ServiceRegistry, testenv.EnvRegistryURL),
+		flush:    func(t *testing.T) { t.Fatal("not used") },
+	}
+	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 30}, MaxMicrobatchBlocks: 5}, 128)
+	stop := h.run()
+	h.waitHead()
+	for range 3 {
+		h.sim.Mine(1)
+		h.waitHead()
+	}
+	require.NoError(t, h.sim.Reorg(3, 4))
+	h.waitHead()
+	require.NoError(t, stop())
+	h.sim.Mine(2)
+	stop = h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+	rep := h.verify()
+	requireClean(t, rep)
+	assert.Positive(t, rep.Retracted)
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+// TestRunHTTPEndpoints checks /livez, /readyz (not ready before the stream
+// connects, ready after) and that /metrics counts what the bridge did.
+func TestRunHTTPEndpoints(t *testing.T) {
+	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 5}}, 128)
+	b, err := newBridge(t.Context(), h.cfg, testLogger(t), nil)
+	require.NoError(t, err)
+	defer b.close()
+	addr, stopHTTP, err := b.serveHTTP(t.Context(), "127.0.0.1:0")
+	require.NoError(t, err)
+	defer stopHTTP()
+	code, _ := httpGet(t, "http://"+addr+"/livez")
+	assert.Equal(t, http.StatusOK, code)
+	code, body := httpGet(t, "http://"+addr+"/readyz")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, h.cfg.Streams[0].ID)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- b.run(ctx) }()
+	require.Eventually(t, func() bool {
+		code, _ := httpGet(t, "http://"+addr+"/readyz")
+		return code == http.StatusOK
+	}, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		_, body := httpGet(t, "http://"+addr+"/metrics")
+		return strings.Contains(body, `amp_bridge_batches_committed_total{stream="`+h.cfg.Streams[0].ID+`"}`)
+	}, 30*time.Second, 20*time.Millisecond)
+	_, body = httpGet(t, "http://"+addr+"/metrics")
+	assert.Contains(t, body, "amp_bridge_reconciliations_total")
+	cancel()
+	require.NoError(t, <-done)
+	code, _ = httpGet(t, "http://"+addr+"/readyz")
+	assert.Equal(t, http.StatusServiceUnavailable, code, "not ready once the streams stopped")
+}
+
+// TestStatusShowsCheckpoint checks bridge status after a run.
+func TestStatusShowsCheckpoint(t *testing.T) {
+	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 5}}, 128)
+	b, err := newBridge(t.Context(), h.cfg, testLogger(t), nil)
+	require.NoError(t, err)
+	defer b.close()
+	var before strings.Builder
+	require.NoError(t, b.status(t.Context(), &before, time.Now()))
+	assert.Contains(t, before.String(), "no checkpoint yet")
+
+	stop := h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+	var after strings.Builder
+	require.NoError(t, b.status(t.Context(), &after, time.Now()))
+	hash, ok := h.sim.BlockHash(4)
+	require.True(t, ok)
+	assert.Contains(t, after.String(), `"number":4,"hash":"`+hash.String())
+	assert.Contains(t, after.String(), "retained batches")
+}
