@@ -5,13 +5,13 @@ import (
 )
 
 // bridgeMetrics are the bridge's own metrics (kafka-conventions.md
-// §metrics); franz-go's client metrics come through kprom in the sink.
+// §metrics). The sink registers the transaction metrics
+// (amp_bridge_records_written_total{op}, txn_commits_total,
+// txn_aborts_total{reason}, txn_duration_seconds, txn_commit_seconds) and
+// franz-go's client metrics through kprom on the same registry.
 type bridgeMetrics struct {
 	polled           *prometheus.CounterVec
 	batchesCommitted *prometheus.CounterVec
-	txnCommitted     *prometheus.CounterVec
-	txnAborted       *prometheus.CounterVec
-	txnSeconds       *prometheus.HistogramVec
 	reorgs           *prometheus.CounterVec
 	reorgDepth       *prometheus.HistogramVec
 	retractions      *prometheus.CounterVec
@@ -31,12 +31,6 @@ func newBridgeMetrics(reg prometheus.Registerer) *bridgeMetrics {
 			Help: "Rows received from Amp."}, stream),
 		batchesCommitted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "batches_committed_total",
 			Help: "Microbatches committed to Kafka."}, stream),
-		txnCommitted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "stream_txn_commits_total",
-			Help: "Kafka transactions committed by the run loop."}, stream),
-		txnAborted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "txn_aborts_total",
-			Help: "Kafka transactions aborted by the run loop (reorgs, reconnects, shutdown)."}, stream),
-		txnSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "txn_commit_seconds",
-			Help: "Duration of committed transactions, from begin to commit.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}, stream),
 		reorgs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "reorgs_total",
 			Help: "Reorganisations detected."}, stream),
 		reorgDepth: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "reorg_depth_blocks",
@@ -55,7 +49,7 @@ func newBridgeMetrics(reg prometheus.Registerer) *bridgeMetrics {
 			Help: "Checkpoint store commits that failed (Kafka kept the state; the next start repairs the store)."}, stream),
 	}
 	if reg != nil {
-		reg.MustRegister(m.polled, m.batchesCommitted, m.txnCommitted, m.txnAborted, m.txnSeconds, m.reorgs, m.reorgDepth,
+		reg.MustRegister(m.polled, m.batchesCommitted, m.reorgs, m.reorgDepth,
 			m.retractions, m.reconnects, m.restarts, m.reconciliations, m.checkpointTime, m.checkpointErrors)
 	}
 	return m

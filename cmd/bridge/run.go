@@ -152,7 +152,7 @@ func (b *bridge) runner(sc StreamConfig) *streamRunner {
 	log := b.log.With("stream", sc.ID)
 	return &streamRunner{cfg: sc, log: log, deps: streamDeps{
 		log: log, metrics: b.metrics, amp: b.amp, kafka: b.kafka,
-		sinkDeps: sink.Deps{Logger: log.With("component", "sink")},
+		sinkDeps: sink.Deps{Logger: log.With("component", "sink"), Registerer: b.reg},
 		admin:    b.admin, store: b.store, registry: b.registry, control: b.control,
 		version: buildVersion(), now: time.Now, events: b.events,
 		kafkaControlTopic: b.cfg.Kafka.ControlTopic, kafkaReplication: b.cfg.Kafka.ReplicationFactor,

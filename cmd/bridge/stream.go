@@ -656,9 +656,7 @@ func (r *streamRunner) commit(ctx context.Context) error {
 	if err != nil {
 		return r.txnError("committing the transaction", err)
 	}
-	r.deps.metrics.txnCommitted.WithLabelValues(r.cfg.ID).Inc()
 	r.deps.metrics.batchesCommitted.WithLabelValues(r.cfg.ID).Add(float64(len(r.pending)))
-	r.deps.metrics.txnSeconds.WithLabelValues(r.cfg.ID).Observe(committed.Duration.Seconds())
 	if g, ok := committed.Group(controlGroup); ok && len(g.Spans) > 0 {
 		cp.ControlOffset = g.Spans[0].Last
 	}
@@ -718,7 +716,6 @@ func (r *streamRunner) abort(ctx context.Context, why string) error {
 		return nil
 	}
 	r.log.Info("aborting the open transaction", "reason", why, "rows", r.txnRows)
-	r.deps.metrics.txnAborted.WithLabelValues(r.cfg.ID).Inc()
 	r.txnOpen, r.pending, r.undo, r.dirty, r.txnRows = false, nil, nil, false, 0
 	clear(r.rowOffset)
 	err := r.prod.Abort(ctx)

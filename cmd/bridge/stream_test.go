@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -190,8 +191,10 @@ func requireClean(t *testing.T, rep verifyReport) {
 	assert.Zero(t, rep.Unretracted, "replaced rows left unretracted")
 }
 
-func TestRunHappyPathMultiBlockRanges(t *testing.T) {
-	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 40}, MaxMicrobatchBlocks: 7}, 128)
+func TestRunHappyPathMultiBlockRanges(t *testing.T) { scenarioHappyPath(t, fakeServices(t)) }
+
+func scenarioHappyPath(t *testing.T, svc services) {
+	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 40}, MaxMicrobatchBlocks: 7}, 128)
 	stop := h.run()
 	h.waitHead()
 	h.sim.Mine(5) // one multi-block microbatch
@@ -205,10 +208,12 @@ func TestRunHappyPathMultiBlockRanges(t *testing.T) {
 	assert.GreaterOrEqual(t, h.count("commit"), 8, "40 blocks in microbatches of at most 7, then 2 more")
 }
 
-func TestRunReorgsWhileConnected(t *testing.T) {
+func TestRunReorgsWhileConnected(t *testing.T) { scenarioReorgs(t, fakeServices) }
+
+func scenarioReorgs(t *testing.T, svcs func(*testing.T) services) {
 	for _, depth := range []int{1, 10, 128} {
 		t.Run(fmt.Sprintf("depth%d", depth), func(t *testing.T) {
-			h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 150}, MaxMicrobatchBlocks: 16}, 256)
+			h := newHarness(t, svcs(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 150}, MaxMicrobatchBlocks: 16}, 256)
 			stop := h.run()
 			h.waitHead()
 			// Mine one block at a time so the reorg replaces several
@@ -228,8 +233,10 @@ func TestRunReorgsWhileConnected(t *testing.T) {
 	}
 }
 
-func TestRunReorgWhileDown(t *testing.T) {
-	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 20}, MaxMicrobatchBlocks: 3}, 128)
+func TestRunReorgWhileDown(t *testing.T) { scenarioReorgWhileDown(t, fakeServices(t)) }
+
+func scenarioReorgWhileDown(t *testing.T, svc services) {
+	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 20}, MaxMicrobatchBlocks: 3}, 128)
 	stop := h.run()
 	h.waitHead()
 	require.NoError(t, stop())
@@ -244,8 +251,10 @@ func TestRunReorgWhileDown(t *testing.T) {
 
 // TestRunPartialReorg is the real server's shape of amp-protocol.md A15 /
 // C20: microbatches 0..=0 and 1..=2, then a reorg replacing block 2 only.
-func TestRunPartialReorg(t *testing.T) {
-	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 1}}, 128)
+func TestRunPartialReorg(t *testing.T) { scenarioPartialReorg(t, fakeServices(t)) }
+
+func scenarioPartialReorg(t *testing.T, svc services) {
+	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 1}}, 128)
 	stop := h.run()
 	h.waitHead()
 	h.sim.Mine(2)
@@ -256,8 +265,10 @@ func TestRunPartialReorg(t *testing.T) {
 	requireClean(t, h.verify())
 }
 
-func TestRunRestartAndLostCheckpoint(t *testing.T) {
-	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 10}}, 128)
+func TestRunRestartAndLostCheckpoint(t *testing.T) { scenarioLostCheckpoint(t, fakeServices(t)) }
+
+func scenarioLostCheckpoint(t *testing.T, svc services) {
+	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 10}}, 128)
 	stop := h.run()
 	h.waitHead()
 	require.NoError(t, stop())
@@ -265,7 +276,12 @@ func TestRunRestartAndLostCheckpoint(t *testing.T) {
 	stop = h.run() // clean restart: resumes from the cursor
 	h.waitHead()
 	require.NoError(t, stop())
-	h.svc.flush(t) // the checkpoint store lost everything: rebuilt from Kafka
+	// The checkpoint store lost everything: rebuilt from Kafka.
+	if h.svc.flush != nil {
+		h.svc.flush(t)
+	} else {
+		h.flushPrefix(t, h.svc.redis)
+	}
 	require.NoError(t, h.sim.Reorg(2, 3))
 	stop = h.run()
 	h.waitHead()
@@ -275,33 +291,40 @@ func TestRunRestartAndLostCheckpoint(t *testing.T) {
 	assert.Positive(t, rep.Retracted, "the reorg after the rebuild retracted the replaced rows")
 }
 
-// TestIntegrationRunRealServices runs the bridge against the real Kafka
-// broker, redis-server and registry: publish, a reorg, a restart, verify.
-func TestIntegrationRunRealServices(t *testing.T) {
-	svc := services{
+// realServices returns the real Kafka broker, redis-server and registry of
+// the local stack (the test fails when make test asked for them and they
+// are missing). flush deletes the test's own keys in Redis (never FLUSHDB:
+// other packages' tests share the server).
+func realServices(t *testing.T) services {
+	t.Helper()
+	redisAddr := testenv.RequireReal(t, testenv.ServiceRedis, testenv.EnvRedisAddr)
+	return services{
 		name:     "real",
 		brokers:  testenv.Seeds(testenv.RequireReal(t, testenv.ServiceKafka, testenv.EnvKafkaSeeds)),
-		redis:    testenv.RequireReal(t, testenv.ServiceRedis, testenv.EnvRedisAddr),
+		redis:    redisAddr,
 		registry: testenv.RequireReal(t, testenv.ServiceRegistry, testenv.EnvRegistryURL),
-		flush:    func(t *testing.T) { t.Fatal("not used") },
 	}
-	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 30}, MaxMicrobatchBlocks: 5}, 128)
-	stop := h.run()
-	h.waitHead()
-	for range 3 {
-		h.sim.Mine(1)
-		h.waitHead()
-	}
-	require.NoError(t, h.sim.Reorg(3, 4))
-	h.waitHead()
-	require.NoError(t, stop())
-	h.sim.Mine(2)
-	stop = h.run()
-	h.waitHead()
-	require.NoError(t, stop())
-	rep := h.verify()
-	requireClean(t, rep)
-	assert.Positive(t, rep.Retracted)
+}
+
+// flushPrefix deletes every Redis key of the harness's stream.
+func (h *harness) flushPrefix(t *testing.T, addr string) {
+	t.Helper()
+	cl := redis.NewClient(&redis.Options{Addr: addr})
+	defer cl.Close()
+	keys, err := cl.Keys(t.Context(), h.cfg.Checkpoint.Redis.KeyPrefix+":*").Result()
+	require.NoError(t, err)
+	require.NotEmpty(t, keys, "the stream stored a checkpoint")
+	require.NoError(t, cl.Del(t.Context(), keys...).Err())
+}
+
+// TestIntegrationRunScenarios runs every run-loop scenario against the real
+// Kafka broker, redis-server and registry of deploy/local.
+func TestIntegrationRunScenarios(t *testing.T) {
+	t.Run("happy-path", func(t *testing.T) { scenarioHappyPath(t, realServices(t)) })
+	t.Run("reorgs", func(t *testing.T) { scenarioReorgs(t, realServices) })
+	t.Run("reorg-while-down", func(t *testing.T) { scenarioReorgWhileDown(t, realServices(t)) })
+	t.Run("partial-reorg", func(t *testing.T) { scenarioPartialReorg(t, realServices(t)) })
+	t.Run("lost-checkpoint", func(t *testing.T) { scenarioLostCheckpoint(t, realServices(t)) })
 }
 
 func httpGet(t *testing.T, url string) (int, string) {
@@ -345,6 +368,8 @@ func TestRunHTTPEndpoints(t *testing.T) {
 	}, 30*time.Second, 20*time.Millisecond)
 	_, body = httpGet(t, "http://"+addr+"/metrics")
 	assert.Contains(t, body, "amp_bridge_reconciliations_total")
+	assert.Contains(t, body, "amp_bridge_txn_commits_total", "the sink's transaction metrics are on the same registry")
+	assert.Contains(t, body, "amp_bridge_records_written_total")
 	cancel()
 	require.NoError(t, <-done)
 	code, _ = httpGet(t, "http://"+addr+"/readyz")
@@ -370,4 +395,19 @@ func TestStatusShowsCheckpoint(t *testing.T) {
 	require.True(t, ok)
 	assert.Contains(t, after.String(), `"number":4,"hash":"`+hash.String())
 	assert.Contains(t, after.String(), "retained batches")
+}
+
+// TestRunAtLeastOnce runs the documented at-least-once mode (no
+// transactions): a clean run and a clean restart publish every row once.
+func TestRunAtLeastOnce(t *testing.T) {
+	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 12}, MaxMicrobatchBlocks: 4}, 128)
+	h.cfg.Kafka.Delivery = AtLeastOnce
+	stop := h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+	h.sim.Mine(2)
+	stop = h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+	requireClean(t, h.verify())
 }

@@ -176,7 +176,7 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 		}
 		head, _ := sim.Head()
 		tl.Logf("trial %2d: up %6s, %s; %s; reorgs handled %d, stream restarts %d; head %d; %s",
-			i, up, state, resumed, grepCount(logPath, `msg=reorg`), grepCount(logPath, "restarting stream"),
+			i, up, state, resumed, grepCount(logPath, `msg=reorg`), grepCount(logPath, `msg="restarting`),
 			head, strings.Join(notes, "; "))
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 	}

@@ -136,7 +136,9 @@ def consume(args):
     consumer.assign(parts)
 
     out = collections.Counter()
-    live = {}              # (batch_id, row) -> (identity tuple, row text)
+    # (batch_id, row) -> [(identity tuple, row text), ...]: a list, so a
+    # duplicated insert shows up as an extra row, as in an append-only sink.
+    live = collections.defaultdict(list)
     removed = set()        # keys retracted or tombstoned
     examples = collections.defaultdict(list)
     schema_ids = set()
@@ -175,9 +177,8 @@ def consume(args):
             if hdr.get("amp-op") not in ("d", "tombstone"):
                 note("header_errors", f"{where}: tombstone with amp-op {hdr.get('amp-op')!r}")
             for k in [k for k in live if k[0] == key]:
-                del live[k]
+                out["tombstoned_rows"] += len(live.pop(k))
                 removed.add(k)
-                out["tombstoned_rows"] += 1
             continue
         if len(raw) < 5 or raw[0] != 0:
             note("wire_errors", f"{where}: not Confluent wire format (magic {raw[:1].hex()})")
@@ -209,15 +210,17 @@ def consume(args):
             if bkey in removed:
                 note("reinserted", f"{where}: batch {bkey[0]} row {bkey[1]} inserted after it was removed")
             ident = tuple(canon(row.get(c)) for c in args.identity)
-            live[bkey] = (ident, row_text(row))
+            live[bkey].append((ident, row_text(row)))
         elif op == "d":
             if ev.get("before") is None or ev.get("after") is not None:
                 note("envelope_errors", f"{where}: op d needs before set and after null")
             out["retractions"] += 1
             if bkey in live:
-                if live[bkey][1] != row_text(ev.get("before")):
+                if live[bkey][-1][1] != row_text(ev.get("before")):
                     note("envelope_errors", f"{where}: retraction of batch {bkey[0]} row {bkey[1]} carries another row than was inserted")
-                del live[bkey]
+                live[bkey].pop()
+                if not live[bkey]:
+                    del live[bkey]
                 removed.add(bkey)
                 out["retracted_rows"] += 1
             else:
@@ -233,15 +236,16 @@ def consume(args):
     for sid in sorted(schema_ids - subject_ids):
         note("registry_errors", f"schema id {sid} is not a version of subject {subject}")
 
-    idents = collections.Counter(v[0] for v in live.values())
+    entries = [e for es in live.values() for e in es]
+    idents = collections.Counter(e[0] for e in entries)
     for ident, n in idents.items():
         if n > 1:
             note("duplicate_identities", f"{list(ident)} survives {n} times")
-    rows = collections.Counter(v[1] for v in live.values())
+    rows = collections.Counter(e[1] for e in entries)
     result = {
         "topic": args.topic,
         "partitions": len(parts),
-        "surviving": len(live),
+        "surviving": len(entries),
         "schema_ids": sorted(schema_ids),
         "subject_ids": sorted(subject_ids),
         "identities": sorted(list(i) for i in idents),
