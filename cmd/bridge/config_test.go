@@ -118,3 +118,14 @@ func TestParseByteSize(t *testing.T) {
 		}
 	}
 }
+
+// TestExampleConfigIsValid keeps deploy/bridge.example.yaml loadable.
+func TestExampleConfigIsValid(t *testing.T) {
+	var out, errOut strings.Builder
+	code := run(t.Context(), []string{"validate", "-c", "../../deploy/bridge.example.yaml"}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	assert.Contains(t, out.String(), "valid, 1 stream(s)")
+	code = run(t.Context(), []string{"validate", "-c", "does-not-exist.yaml"}, &out, &errOut)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut.String(), "does-not-exist.yaml")
+}

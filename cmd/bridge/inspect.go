@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
@@ -17,20 +16,13 @@ import (
 // cmdSchema prints the Avro schemas each stream registers.
 func cmdSchema(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("schema", flag.ContinueOnError)
-	path := fs.String("c", "bridge.yaml", "configuration file")
 	streamID := fs.String("stream", "", "stream (default: every stream)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cfg, err := LoadConfig(*path, os.LookupEnv)
-	if err != nil {
-		return err
-	}
-	b, err := newBridge(ctx, cfg, newLogger(LogConfig{Level: "warn", Format: cfg.Log.Format}, stderr), nil)
+	b, err := openFromFlags(ctx, fs, args, stderr, true)
 	if err != nil {
 		return err
 	}
 	defer b.close()
+	cfg := b.cfg
 	found := false
 	for _, sc := range cfg.Streams {
 		if *streamID != "" && sc.ID != *streamID {
@@ -76,16 +68,7 @@ func indentJSON(s string) string {
 // cmdStatus prints each stream's checkpoint: cursor, version, last commit,
 // retained batches and the store.
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	path := fs.String("c", "bridge.yaml", "configuration file")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cfg, err := LoadConfig(*path, os.LookupEnv)
-	if err != nil {
-		return err
-	}
-	b, err := newBridge(ctx, cfg, newLogger(LogConfig{Level: "warn", Format: cfg.Log.Format}, stderr), nil)
+	b, err := openFromFlags(ctx, flag.NewFlagSet("status", flag.ContinueOnError), args, stderr, true)
 	if err != nil {
 		return err
 	}

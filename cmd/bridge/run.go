@@ -233,22 +233,32 @@ func (b *bridge) serveHTTP(ctx context.Context, addr string) (string, func(), er
 	}, nil
 }
 
-func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+// openFromFlags parses a subcommand's flags (-c plus those fs already
+// has), loads and validates the configuration and connects a bridge. A
+// quiet bridge logs warnings only: it serves a one-shot command.
+func openFromFlags(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer, quiet bool) (*bridge, error) {
 	path := fs.String("c", "bridge.yaml", "configuration file")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return nil, err
 	}
 	cfg, err := LoadConfig(*path, os.LookupEnv)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	log := newLogger(cfg.Log, stderr)
-	b, err := newBridge(ctx, cfg, log, nil)
+	lc := cfg.Log
+	if quiet {
+		lc.Level = "warn"
+	}
+	return newBridge(ctx, cfg, newLogger(lc, stderr), nil)
+}
+
+func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
+	b, err := openFromFlags(ctx, flag.NewFlagSet("run", flag.ContinueOnError), args, stderr, false)
 	if err != nil {
 		return err
 	}
 	defer b.close()
+	cfg, log := b.cfg, b.log
 	_, stop, err := b.serveHTTP(ctx, cfg.HTTP.Addr)
 	if err != nil {
 		return err

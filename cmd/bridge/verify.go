@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
@@ -417,17 +416,8 @@ func canonical(v any) string {
 
 func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
-	path := fs.String("c", "bridge.yaml", "configuration file")
 	streamID := fs.String("stream", "", "stream to verify (default: every stream)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cfg, err := LoadConfig(*path, os.LookupEnv)
-	if err != nil {
-		return err
-	}
-	log := newLogger(LogConfig{Level: "warn", Format: cfg.Log.Format}, stderr)
-	b, err := newBridge(ctx, cfg, log, nil)
+	b, err := openFromFlags(ctx, fs, args, stderr, true)
 	if err != nil {
 		return err
 	}
