@@ -144,7 +144,8 @@ type RedisConfig struct {
 
 // HTTPConfig is the operations endpoint.
 type HTTPConfig struct {
-	// Addr serves /metrics, /livez, /readyz. Default 127.0.0.1:9464; "" disables.
+	// Addr serves /metrics, /livez, /readyz. Default 127.0.0.1:9464; "off"
+	// disables the endpoint.
 	Addr string `yaml:"addr"`
 }
 

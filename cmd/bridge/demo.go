@@ -89,7 +89,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 			Topic: "amp.demo.transactions", RetentionBlocks: 64}},
 	}
 	cfg.defaults()
-	cfg.HTTP.Addr = ""
+	cfg.HTTP.Addr = "off"
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

@@ -197,7 +197,7 @@ func (b *bridge) notReady() []string {
 // serveHTTP serves /metrics, /livez and /readyz; it returns the address
 // it listens on and a function that stops it.
 func (b *bridge) serveHTTP(ctx context.Context, addr string) (string, func(), error) {
-	if addr == "" {
+	if addr == "" || addr == "off" {
 		return "", func() {}, nil
 	}
 	mux := http.NewServeMux()

@@ -787,8 +787,10 @@ func (c *controlReader) NewestState(ctx context.Context, stream string, from int
 	if err != nil {
 		return nil, fmt.Errorf("reading control topic %s: %w", c.topic, err)
 	}
-	var newest *offsets.ControlState
-	for _, rec := range read.Records {
+	// Newest first: only the stream's newest watermark that carries a
+	// checkpoint is decoded, however long the topic is.
+	for i := len(read.Records) - 1; i >= 0; i-- {
+		rec := read.Records[i]
 		if string(rec.Key) != stream || rec.Value == nil {
 			continue
 		}
@@ -803,7 +805,7 @@ func (c *controlReader) NewestState(ctx context.Context, stream string, from int
 		if err != nil {
 			return nil, fmt.Errorf("decoding the checkpoint in control event %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
-		newest = st
+		return st, nil
 	}
-	return newest, nil
+	return nil, nil
 }

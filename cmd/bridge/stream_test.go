@@ -80,7 +80,7 @@ func newHarness(t *testing.T, svc services, simCfg ampsim.Config, retention uint
 			Topic: id + ".txs", RetentionBlocks: retention, Transaction: TxnBudget{MaxRows: 100000, MaxAge: 20 * time.Millisecond}}},
 	}
 	cfg.defaults()
-	cfg.HTTP.Addr = ""
+	cfg.HTTP.Addr = "off"
 	require.NoError(t, cfg.Validate())
 	return &harness{t: t, sim: sim, cfg: cfg, svc: svc, seen: map[string]int{}}
 }

@@ -33,6 +33,7 @@ var (
 	flagTrials = flag.Int("e2e.trials", 20, "SIGKILL trials of the fault-injection harness")
 	flagSeed   = flag.Uint64("e2e.seed", 0, "random seed of the fault schedule (0: from the clock; the seed is logged)")
 	flagBridge = flag.String("e2e.bridge", "", "bridge binary to test instead of building ./cmd/bridge")
+	flagRace   = flag.Bool("e2e.race", true, "build the bridge with the race detector (a race under fault injection fails the test)")
 )
 
 // streamSQL is the stream every e2e test publishes; batchSQL is its batch
@@ -68,12 +69,16 @@ func buildBridge(t testing.TB) string {
 	out := filepath.Join(t.TempDir(), "bridge")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/bridge")
+	args := []string{"build", "-o", out}
+	if *flagRace {
+		args = append(args, "-race")
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/bridge")...)
 	cmd.Dir = moduleRoot(t)
 	start := time.Now()
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "building ./cmd/bridge:\n%s", b)
-	t.Logf("built bridge in %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("built bridge (race detector %v) in %s", *flagRace, time.Since(start).Round(time.Millisecond))
 	return out
 }
 
@@ -212,8 +217,9 @@ type stack struct {
 	control  string
 }
 
-// config is the YAML the bridge runs with. Everything is unique per run so
-// shared services can be used.
+// writeConfig writes the YAML the bridge runs with. Topics, the
+// transactional id and the Redis keys are named after name, so shared
+// services can be used.
 func (s *stack) writeConfig(name string) {
 	s.t.Helper()
 	cfg := fmt.Sprintf(`amp:
@@ -470,7 +476,7 @@ func grepCount(path, s string) int {
 	return bytes.Count(b, []byte(s))
 }
 
-// logf is a goroutine-safe trial log that is also written to a file kept
+// trialLog is a goroutine-safe trial log that is also written to a file kept
 // next to the bridge logs.
 type trialLog struct {
 	mu sync.Mutex
