@@ -90,7 +90,11 @@
 // NewEncoder compiles one writer per column once; Encode binds them to the
 // batch's buffers and appends each row's framed value (and key) to a Batch,
 // a reusable byte arena: no maps, no reflection and no allocation per row once
-// the arena has grown to the workload. Encode reads the record batch only
+// the arena has grown to the workload (nor per batch with a single block
+// range). Per batch, a column without nulls gets a plain variant of its
+// writer (no validity test), the envelope's constant parts are encoded once,
+// and each of the first 64 columns is written from its own call site, so the
+// CPU predicts every per-value call. Encode reads the record batch only
 // during the call and neither retains nor releases it (the caller owns it).
 // Batch slices are valid until Batch.Reset; reset a Batch only after Kafka
 // has acknowledged or aborted its records. An Encoder is not safe for

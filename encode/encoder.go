@@ -1,6 +1,7 @@
 package encode
 
 import (
+	"encoding/hex"
 	"fmt"
 	"math"
 	"slices"
@@ -114,6 +115,10 @@ type Encoder struct {
 	perRow   int    // bytes per row of the previous batch, to pre-size the arena
 	rowAvro  bool   // row-key mode
 	debezium bool
+	run      []writer // the writers for the bound batch (plain variants)
+	keyRun   []writer
+	head     []byte // per batch: value header + envelope bytes before the row
+	mid      []byte // per batch: envelope bytes after the row up to source.block_num
 }
 
 // NewEncoder compiles the Avro schemas and the column writers for s. Its
@@ -187,6 +192,13 @@ func (e *Encoder) Encode(rec arrow.RecordBatch, meta BatchMeta, out *Batch) erro
 	}
 	e.blk.bind(rec, &e.st)
 	e.buildSegments(&meta, batchID)
+	if e.st.noPlain {
+		e.run = append(e.run[:0], e.cs.cols...)
+		e.keyRun = append(e.keyRun[:0], e.cs.keyCols...)
+	} else {
+		e.run = choosePlain(e.run, e.cs.cols)
+		e.keyRun = choosePlain(e.keyRun, e.cs.keyCols)
+	}
 
 	n := int(rec.NumRows())
 	b, recs := out.buf, out.recs
@@ -212,18 +224,20 @@ func (e *Encoder) Encode(rec arrow.RecordBatch, meta BatchMeta, out *Batch) erro
 			pre = []byte{0, 2}
 		}
 	}
-	cols, keyCols := e.cs.cols, e.cs.keyCols
+	// The record's constant head (framing header and the envelope's before
+	// and after branches) and the constant part between the row and
+	// source.block_num are each copied once per row.
+	e.head = append(append(e.head[:0], e.vhdr...), pre...)
+	e.mid = append(append(e.mid[:0], post...), seg1...)
+	head, mid := e.head, e.mid
+	cols, keyCols := e.run, e.keyRun
 	start := len(b)
 	for i := range n {
 		e.st.row = i
 		vs := len(b)
-		b = append(b, e.vhdr...)
-		b = append(b, pre...)
-		for _, w := range cols {
-			b = w.write(b, i)
-		}
-		b = append(b, post...)
-		b = append(b, seg1...)
+		b = append(b, head...)
+		b = writeRow(b, cols, i)
+		b = append(b, mid...)
 		b = e.blk.append(b, i)
 		b = append(b, seg2...)
 		b = appendLong(b, meta.RowOffset+int64(i))
@@ -255,7 +269,15 @@ func (e *Encoder) Encode(rec arrow.RecordBatch, meta BatchMeta, out *Batch) erro
 // buildSegments writes the per-batch constant parts of every record.
 func (e *Encoder) buildSegments(m *BatchMeta, batchID string) {
 	s := e.seg[:0]
-	network, hash, prev := joinRanges(m.Ranges)
+	// One range (the usual case) is written without building strings, so
+	// that Encode allocates nothing once its buffers have grown.
+	single := len(m.Ranges) == 1
+	var network, hash, prev string
+	if single {
+		network = m.Ranges[0].Network
+	} else {
+		network, hash, prev = joinRanges(m.Ranges)
+	}
 	if e.debezium {
 		s = appendString(s, Connector)
 		s = appendString(s, e.cfg.Version)
@@ -271,8 +293,18 @@ func (e *Encoder) buildSegments(m *BatchMeta, batchID string) {
 	s = appendString(s, batchID)
 	s = appendLong(s, int64(m.Ranges[0].Start))
 	s = appendLong(s, int64(m.Ranges[0].End))
-	s = appendString(s, hash)
-	s = appendOptString(s, prev)
+	if r := &m.Ranges[0]; single {
+		s = appendHash(s, &r.Hash)
+		if r.HasPrevHash {
+			s = append(s, 2)
+			s = appendHash(s, &r.PrevHash)
+		} else {
+			s = append(s, 0)
+		}
+	} else {
+		s = appendString(s, hash)
+		s = appendOptString(s, prev)
+	}
 	e.s2 = len(s)
 	s = append(s, boolByte(m.Snapshot))
 	s = appendOptString(s, m.Cause)
@@ -288,6 +320,14 @@ func boolByte(v bool) byte {
 		return 1
 	}
 	return 0
+}
+
+// appendHash writes h as an Avro string in its text form ("0x" and 64
+// lowercase hex digits, as reorg.Hash.String).
+func appendHash(b []byte, h *reorg.Hash) []byte {
+	b = appendLong(b, int64(2+2*len(h)))
+	b = append(b, '0', 'x')
+	return hex.AppendEncode(b, h[:])
 }
 
 // appendOptString writes a ["null","string"] union: null for "".

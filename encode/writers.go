@@ -27,8 +27,9 @@ type writer interface {
 // encState records the first value error of a batch; writers report into it
 // instead of returning errors so the per-value call stays cheap.
 type encState struct {
-	err *ValueError
-	row int
+	err     *ValueError
+	row     int
+	noPlain bool // tests: always use the general writers
 }
 
 func (s *encState) fail(col, value, reason string) {
@@ -611,6 +612,7 @@ type listWriter[O int32 | int64] struct {
 	valid
 	offs  []O
 	child writer
+	cur   writer // child or its plain variant for the bound batch
 }
 
 func (w *listWriter[O]) bind(a arrow.Array) error {
@@ -627,7 +629,11 @@ func (w *listWriter[O]) bind(a arrow.Array) error {
 	default:
 		return fmt.Errorf("%w: column %q: expected a list array, got %T", ErrUnsupportedType, w.col, a)
 	}
-	return w.child.bind(values)
+	if err := w.child.bind(values); err != nil {
+		return err
+	}
+	w.cur = w.plainChild(w.child)
+	return nil
 }
 
 func (w *listWriter[O]) write(b []byte, i int) []byte {
@@ -644,7 +650,7 @@ func (w *listWriter[O]) write(b []byte, i int) []byte {
 	if e > s {
 		b = appendLong(b, int64(e-s))
 		for k := s; k < e; k++ {
-			b = w.child.write(b, k)
+			b = w.cur.write(b, k)
 		}
 	}
 	return append(b, 0)
@@ -654,6 +660,7 @@ type fixedListWriter struct {
 	valid
 	size  int
 	child writer
+	cur   writer
 }
 
 func (w *fixedListWriter) bind(a arrow.Array) error {
@@ -662,7 +669,11 @@ func (w *fixedListWriter) bind(a arrow.Array) error {
 	if !ok {
 		return fmt.Errorf("%w: column %q: expected a fixed-size list array, got %T", ErrUnsupportedType, w.col, a)
 	}
-	return w.child.bind(x.ListValues())
+	if err := w.child.bind(x.ListValues()); err != nil {
+		return err
+	}
+	w.cur = w.plainChild(w.child)
+	return nil
 }
 
 func (w *fixedListWriter) write(b []byte, i int) []byte {
@@ -678,7 +689,7 @@ func (w *fixedListWriter) write(b []byte, i int) []byte {
 		b = appendLong(b, int64(w.size))
 		s := (w.off + i) * w.size
 		for k := s; k < s+w.size; k++ {
-			b = w.child.write(b, k)
+			b = w.cur.write(b, k)
 		}
 	}
 	return append(b, 0)
@@ -729,6 +740,7 @@ func (w *mapWriter) write(b []byte, i int) []byte {
 type structWriter struct {
 	valid
 	children []writer
+	cur      []writer // children or their plain variants for the bound batch
 }
 
 func (w *structWriter) bind(a arrow.Array) error {
@@ -742,6 +754,10 @@ func (w *structWriter) bind(a arrow.Array) error {
 			return err
 		}
 	}
+	w.cur = w.cur[:0]
+	for _, c := range w.children {
+		w.cur = append(w.cur, w.plainChild(c))
+	}
 	return nil
 }
 
@@ -754,7 +770,7 @@ func (w *structWriter) write(b []byte, i int) []byte {
 			b = append(b, 2)
 		}
 	}
-	for _, c := range w.children {
+	for _, c := range w.cur {
 		b = c.write(b, i)
 	}
 	return b
