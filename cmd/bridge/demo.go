@@ -172,6 +172,7 @@ wait:
 	fmt.Fprintf(stdout, "\nstopped after %s: %d batches published (%d rows), %d reorgs, %d rows retracted\n\n",
 		o.duration, commits, rows, reorgs, retracted)
 	mu.Unlock()
+	b.verifyWait = time.Second // the simulated chain has stopped: nothing newer will come
 	return b.verify(ctx, "demo", stdout)
 }
 

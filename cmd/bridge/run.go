@@ -42,6 +42,8 @@ type bridge struct {
 	readyMu  sync.Mutex
 	readySet map[string]bool
 	events   func(streamEvent)
+	// verifyWait bounds verify's canonical-chain check (default 3s).
+	verifyWait time.Duration
 }
 
 func newLogger(cfg LogConfig, w io.Writer) *slog.Logger {

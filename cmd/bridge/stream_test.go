@@ -155,6 +155,7 @@ func (h *harness) verify() verifyReport {
 	b, err := newBridge(ctx, h.cfg, testLogger(h.t), nil)
 	require.NoError(h.t, err)
 	defer b.close()
+	b.verifyWait = 300 * time.Millisecond
 	var out strings.Builder
 	err = b.verify(ctx, h.cfg.Streams[0].ID, &out)
 	h.t.Log(out.String())
@@ -407,6 +408,30 @@ func TestRunAtLeastOnce(t *testing.T) {
 	require.NoError(t, stop())
 	h.sim.Mine(2)
 	stop = h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+	requireClean(t, h.verify())
+}
+
+// TestVerifyRefusesAMovedChain: when the chain reorganised below the last
+// committed block after the bridge stopped, verify says so instead of
+// reporting differences the bridge will fix once it runs again.
+func TestVerifyRefusesAMovedChain(t *testing.T) {
+	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 8}}, 128)
+	stop := h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+	require.NoError(t, h.sim.Reorg(2, 3))
+	b, err := newBridge(t.Context(), h.cfg, testLogger(t), nil)
+	require.NoError(t, err)
+	defer b.close()
+	b.verifyWait = 2 * time.Second
+	var out strings.Builder
+	err = b.verify(t.Context(), h.cfg.Streams[0].ID, &out)
+	require.ErrorIs(t, err, errChainMoved)
+	assert.Contains(t, err.Error(), "verify again once it has caught up")
+
+	stop = h.run() // the bridge sees the reorg and retracts
 	h.waitHead()
 	require.NoError(t, stop())
 	requireClean(t, h.verify())

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/linkedin/goavro/v2"
 
@@ -67,6 +68,9 @@ type verifier struct {
 	control  *encode.ControlCodec
 	ctlTopic string
 	registry *encode.Registry
+	// canonicalWait is how long checkCanonical waits for Amp to send a
+	// range after the committed cursor.
+	canonicalWait time.Duration
 }
 
 // rowState is a row present in the topic, by (batch id, row index).
@@ -93,14 +97,24 @@ func (v *verifier) verify(ctx context.Context, sc StreamConfig, version string) 
 	codecs := newCodecCache(enc.Schemas().Value, v.registry)
 
 	// Where the stream has committed to: the newest watermark's cursor.
-	upTo, ok, err := v.committedBlock(ctx, sc.ID)
+	cursor, err := v.committedCursor(ctx, sc.ID)
 	if err != nil {
 		return rep, err
 	}
-	if !ok {
+	if len(cursor) == 0 {
 		return rep, fmt.Errorf("stream %s has committed nothing yet (no watermark in control topic %s)", sc.ID, v.ctlTopic)
 	}
+	if len(cursor) != 1 {
+		return rep, fmt.Errorf("stream %s spans networks %v; verify compares single-network streams only", sc.ID, cursor.Networks())
+	}
+	var upTo uint64
+	for _, p := range cursor {
+		upTo = p.Number
+	}
 	rep.UpToBlock = upTo
+	if err := v.checkCanonical(ctx, sc.SQL, cursor, v.canonicalWait); err != nil {
+		return rep, err
+	}
 
 	// Replay the topic: inserts, retractions, tombstones.
 	records, err := v.reader.ReadTopic(ctx, rep.Topic)
@@ -278,28 +292,73 @@ func stripSettings(sql string) string {
 	return s
 }
 
-// committedBlock returns the last block of the stream's newest committed
-// watermark from the control topic.
-func (v *verifier) committedBlock(ctx context.Context, stream string) (uint64, bool, error) {
+// committedCursor returns the cursor of the stream's newest committed
+// watermark in the control topic (newest first: one decode in the common
+// case).
+func (v *verifier) committedCursor(ctx context.Context, stream string) (reorg.Cursor, error) {
 	read, err := v.reader.ReadControl(ctx, v.ctlTopic, 0)
 	if err != nil {
-		return 0, false, fmt.Errorf("reading control topic %s: %w", v.ctlTopic, err)
+		return nil, fmt.Errorf("reading control topic %s: %w", v.ctlTopic, err)
 	}
-	var block uint64
-	found := false
-	for _, rec := range read.Records {
+	for i := len(read.Records) - 1; i >= 0; i-- {
+		rec := read.Records[i]
 		if string(rec.Key) != stream || rec.Value == nil {
 			continue
 		}
 		ev, err := v.control.Decode(rec.Value)
-		if err != nil || ev.Watermark == nil || ev.Watermark.Stream != stream {
-			continue
+		if err != nil {
+			return nil, fmt.Errorf("decoding control event at %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
-		for _, p := range ev.Watermark.Cursor {
-			block, found = p.Number, true
+		if ev.Watermark != nil && ev.Watermark.Stream == stream && len(ev.Watermark.Cursor) > 0 {
+			return ev.Watermark.Cursor, nil
 		}
 	}
-	return block, found, nil
+	return nil, nil
+}
+
+// errChainMoved means Amp's chain reorganised at or below the stream's
+// last committed block after the bridge committed it: the topic cannot
+// match a fresh query until the bridge has seen the reorg and retracted.
+var errChainMoved = errors.New("the chain reorganised below the last committed block")
+
+// checkCanonical asks Amp whether the committed cursor is still on the
+// canonical chain: a stream resumed from it starts right after it when it
+// is, and at or before it when the chain reorganised (amp-protocol.md §3.2).
+// A server with nothing newer sends nothing; after wait the cursor counts as
+// canonical.
+func (v *verifier) checkCanonical(ctx context.Context, sql string, cursor reorg.Cursor, wait time.Duration) error {
+	sctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	st, err := v.amp.Stream(sctx, sql, func() reorg.Cursor { return cursor })
+	if err != nil {
+		if sctx.Err() != nil && ctx.Err() == nil {
+			return nil
+		}
+		return fmt.Errorf("resuming the stream at Amp from its committed cursor: %w", err)
+	}
+	defer st.Close()
+	for {
+		env, err := st.Next(sctx)
+		if err != nil {
+			if sctx.Err() != nil && ctx.Err() == nil {
+				return nil
+			}
+			return fmt.Errorf("resuming the stream at Amp from its committed cursor: %w", err)
+		}
+		ranges := env.Ranges
+		env.Release()
+		if env.Kind != source.KindBatch || len(ranges) == 0 {
+			continue
+		}
+		for _, r := range ranges {
+			if p, ok := cursor[r.Network]; ok && r.Start <= p.Number {
+				return fmt.Errorf("%w: Amp now resumes at block %d, at or before the committed block %d of %s; "+
+					"the running bridge retracts the replaced rows when it sees the reorg: verify again once it has caught up",
+					errChainMoved, r.Start, p.Number, r.Network)
+			}
+		}
+		return nil
+	}
 }
 
 // decodedEvent is what verify needs of one envelope.
@@ -432,7 +491,12 @@ func (b *bridge) verify(ctx context.Context, id string, stdout io.Writer) error 
 		return err
 	}
 	defer reader.Close()
-	v := &verifier{amp: b.amp, reader: reader, control: b.control, ctlTopic: b.cfg.Kafka.ControlTopic, registry: b.registry}
+	wait := b.verifyWait
+	if wait <= 0 {
+		wait = 3 * time.Second
+	}
+	v := &verifier{amp: b.amp, reader: reader, control: b.control, ctlTopic: b.cfg.Kafka.ControlTopic, registry: b.registry,
+		canonicalWait: wait}
 	failed := false
 	found := false
 	for _, sc := range b.cfg.Streams {
