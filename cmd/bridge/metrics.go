@@ -20,6 +20,8 @@ type bridgeMetrics struct {
 	reconciliations  *prometheus.CounterVec
 	checkpointTime   *prometheus.GaugeVec
 	checkpointErrors *prometheus.CounterVec
+	behindSource     *prometheus.GaugeVec
+	committedBlock   *prometheus.GaugeVec
 }
 
 // newBridgeMetrics registers the metrics on reg (nil: not registered).
@@ -47,10 +49,15 @@ func newBridgeMetrics(reg prometheus.Registerer) *bridgeMetrics {
 			Help: "Unix time of the last stored checkpoint (checkpoint age = time() - this)."}, stream),
 		checkpointErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "checkpoint_errors_total",
 			Help: "Checkpoint store commits that failed (Kafka kept the state; the next start repairs the store)."}, stream),
+		behindSource: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "behind_source_seconds",
+			Help: "Age of the newest committed block (commit time minus the block's timestamp), per network."}, []string{"stream", "network"}),
+		committedBlock: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "committed_block",
+			Help: "Number of the newest committed block, per network (compare with the chain head)."}, []string{"stream", "network"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.polled, m.batchesCommitted, m.reorgs, m.reorgDepth,
-			m.retractions, m.reconnects, m.restarts, m.reconciliations, m.checkpointTime, m.checkpointErrors)
+			m.retractions, m.reconnects, m.restarts, m.reconciliations, m.checkpointTime, m.checkpointErrors,
+			m.behindSource, m.committedBlock)
 	}
 	return m
 }

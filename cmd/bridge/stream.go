@@ -663,6 +663,13 @@ func (r *streamRunner) commit(ctx context.Context) error {
 	for _, p := range r.pending {
 		r.emit(streamEvent{Kind: "commit", BatchID: p.wm.BatchID, Ranges: p.wm.Ranges, Rows: p.rows})
 	}
+	now := r.deps.now()
+	for _, rg := range last.Ranges {
+		r.deps.metrics.committedBlock.WithLabelValues(r.cfg.ID, rg.Network).Set(float64(rg.End))
+		if rg.Timestamp != 0 {
+			r.deps.metrics.behindSource.WithLabelValues(r.cfg.ID, rg.Network).Set(now.Sub(time.Unix(int64(rg.Timestamp), 0)).Seconds())
+		}
+	}
 	r.txnOpen, r.pending, r.undo, r.txnRows = false, nil, nil, 0
 	r.out.Reset()
 	r.resume = snap.Cursor()
