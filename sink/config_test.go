@@ -93,7 +93,7 @@ func TestConfigRedactsSecrets(t *testing.T) {
 		"%v":       fmt.Sprintf("%v", c),
 		"%+v":      fmt.Sprintf("%+v", c),
 		"%#v":      fmt.Sprintf("%#v", c),
-		"%s":       fmt.Sprintf("%s", c),
+		"%s":       fmt.Sprintf("%s", c), //nolint:staticcheck // S1025: the test checks what the %s verb prints, not String()
 		"sasl %+v": fmt.Sprintf("%+v", c.SASL),
 		"sasl %#v": fmt.Sprintf("%#v", c.SASL),
 		"slog":     logBuf.String(),

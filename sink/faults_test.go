@@ -3,7 +3,6 @@ package sink
 import (
 	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -276,15 +275,6 @@ func TestCanceledFlushAborts(t *testing.T) {
 			assert.Less(t, time.Since(start), 5*time.Second, "bounded by EndTxnTimeout")
 		})
 	}
-}
-
-func errorsIsAny(err error, targets ...error) bool {
-	for _, t := range targets {
-		if errors.Is(err, t) {
-			return true
-		}
-	}
-	return false
 }
 
 func TestFencedByInitProducerIDAuthorization(t *testing.T) {

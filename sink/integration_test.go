@@ -95,6 +95,7 @@ func TestIntegrationSpansReadBack(t *testing.T) {
 			require.Len(t, g.Spans, 1, "batch key keeps a batch on one partition")
 			s := g.Spans[0]
 			assert.Equal(t, int64(3), s.Last-s.First, "4 contiguous offsets")
+			assert.Equal(t, KeyPartition([]byte(batches[i]), 3), s.Partition, "KeyPartition predicts the producer's partition")
 			spans = append(spans, s)
 		}
 		g6, ok := c2.Group("b6")

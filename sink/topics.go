@@ -445,3 +445,18 @@ func freshMetadata(ctx context.Context, cl *kgo.Client, topic string) (topicMeta
 	}
 	return topicMeta{}, fmt.Errorf("metadata of topic %q: %w", topic, kerr.UnknownTopicOrPartition)
 }
+
+// KeyPartition returns the partition a keyed record lands on in a topic with
+// the given number of partitions: murmur2 of the key, as the Java client and
+// this package's producer hash it. The run loop uses it at start to check
+// that the retained batches of a batch-keyed topic still hash to the
+// partitions they were written to: if the partition count changed under a
+// running stream, retractions would land on other partitions than the rows
+// they retract.
+func KeyPartition(key []byte, partitions int32) int32 {
+	if partitions <= 0 {
+		return -1
+	}
+	p := kgo.StickyKeyPartitioner(nil).ForTopic("")
+	return int32(p.Partition(&kgo.Record{Key: key}, int(partitions)))
+}

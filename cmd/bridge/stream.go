@@ -239,12 +239,13 @@ func (r *streamRunner) setup(ctx context.Context) error {
 	if r.cfg.Key == KeyRow {
 		keyMode = sink.KeyRow
 	}
-	if _, err := r.deps.admin.EnsureTopics(ctx,
+	states, err := r.deps.admin.EnsureTopics(ctx,
 		sink.TopicSpec{Name: r.topic, Kind: sink.TopicData, KeyMode: keyMode, Partitions: int32(r.cfg.Partitions),
 			ReplicationFactor: int16(r.deps.replicationFactor()), CleanupPolicy: cleanup},
 		sink.TopicSpec{Name: r.deps.controlTopic(), Kind: sink.TopicControl, Partitions: 1,
 			ReplicationFactor: int16(r.deps.replicationFactor())},
-	); err != nil {
+	)
+	if err != nil {
 		return fmt.Errorf("preparing the topics of stream %s: %w", r.cfg.ID, err)
 	}
 
@@ -264,6 +265,9 @@ func (r *streamRunner) setup(ctx context.Context) error {
 		return fmt.Errorf("reconciling the checkpoint of stream %s with Kafka: %w", r.cfg.ID, err)
 	}
 	r.committed = dec.Checkpoint
+	if err := r.checkPartitions(states); err != nil {
+		return err
+	}
 	r.log.Info("checkpoint reconciled", "outcome", dec.Outcome.String(), "version", r.committed.Version,
 		"cursor", cursorText(r.committed.Cursor()), "retained_batches", len(r.committed.Batches))
 	rcfg := reorg.DefaultConfig()
@@ -279,6 +283,36 @@ func (r *streamRunner) setup(ctx context.Context) error {
 	}
 	r.resume = r.committed.Cursor()
 	r.rowOffset = map[string]int64{}
+	return nil
+}
+
+// checkPartitions checks, in batch-key mode, that every retained batch's
+// records sit on the partition its key hashes to with the data topic's
+// current partition count: a count changed under a running stream would
+// send retractions to other partitions than the rows they retract.
+func (r *streamRunner) checkPartitions(states []sink.TopicState) error {
+	if r.cfg.Key == KeyRow {
+		return nil
+	}
+	var n int32
+	for _, st := range states {
+		if st.Name == r.topic {
+			n = st.Partitions
+		}
+	}
+	for _, b := range r.committed.Batches {
+		for _, sp := range b.Spans {
+			if sp.Topic != r.topic {
+				continue
+			}
+			if want := sink.KeyPartition([]byte(b.ID), n); sp.Partition != want {
+				return fmt.Errorf("stream %s: data topic %s has %d partitions, but batch %s was written to partition %d (it would now hash to %d): "+
+					"the partition count changed under a running stream, so retractions would land on other partitions than the rows they retract; "+
+					"restore the partition count, or publish to a new topic under a new stream id: %w",
+					r.cfg.ID, r.topic, n, b.ID, sp.Partition, want, errConfig)
+			}
+		}
+	}
 	return nil
 }
 

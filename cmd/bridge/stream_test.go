@@ -17,7 +17,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
@@ -438,4 +440,28 @@ func TestVerifyRefusesAMovedChain(t *testing.T) {
 	h.waitHead()
 	require.NoError(t, stop())
 	requireClean(t, h.verify())
+}
+
+// TestRunRefusesChangedPartitionCount: adding partitions to a batch-keyed
+// topic under a running stream is refused at start, with what to do.
+func TestRunRefusesChangedPartitionCount(t *testing.T) {
+	svc := fakeServices(t)
+	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 12}, MaxMicrobatchBlocks: 1}, 128)
+	h.cfg.Streams[0].Partitions = 2
+	stop := h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(svc.brokers...))
+	require.NoError(t, err)
+	defer cl.Close()
+	_, err = kadm.NewClient(cl).UpdatePartitions(t.Context(), 5, h.cfg.Streams[0].Topic)
+	require.NoError(t, err)
+
+	b, err := newBridge(t.Context(), h.cfg, testLogger(t), nil)
+	require.NoError(t, err)
+	defer b.close()
+	err = b.run(t.Context())
+	require.ErrorIs(t, err, errConfig)
+	assert.Contains(t, err.Error(), "partition count changed under a running stream")
 }
