@@ -142,6 +142,8 @@ func (t *avroType) write(b *bytes.Buffer, defined map[string]bool) {
 		}
 		b.WriteByte('}')
 		return
+	case kRecord, kEnum, kArray, kMap, kFixed:
+		// Complex types: the JSON object below.
 	}
 	b.WriteString(`{"type":`)
 	writeJSONString(b, t.kind.String())
@@ -199,6 +201,8 @@ func (t *avroType) write(b *bytes.Buffer, defined map[string]bool) {
 				fmt.Fprintf(b, `,"precision":%d,"scale":%d`, t.precision, t.scale)
 			}
 		}
+	case kNull, kBoolean, kInt, kLong, kFloat, kDouble, kBytes, kString, kUnion:
+		// Written by the first switch, which returned.
 	}
 	b.WriteByte('}')
 }

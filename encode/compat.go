@@ -61,6 +61,8 @@ func promotable(r, w kind) bool {
 		return r == kBytes
 	case kBytes:
 		return r == kString
+	case kNull, kBoolean, kDouble, kRecord, kEnum, kArray, kMap, kFixed, kUnion:
+		// No promotion: only the same kind reads them.
 	}
 	return false
 }
@@ -146,6 +148,8 @@ func compatible(r, w *avroType, path string, seen map[[2]*avroType]bool) (string
 		return compatible(r.items, w.items, path+"[]", seen)
 	case kMap:
 		return compatible(r.values, w.values, path+"{}", seen)
+	case kNull, kBoolean, kInt, kLong, kFloat, kDouble, kBytes, kString, kUnion:
+		// Same primitive kind: compatible. Unions were resolved above.
 	}
 	return "", ""
 }

@@ -102,12 +102,16 @@ func validStreamID(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+		if !streamIDByte(s[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// streamIDByte reports whether c is in [a-z0-9_.-].
+func streamIDByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
 }
 
 // Validate checks the configuration; every error names the field.

@@ -2,7 +2,6 @@ package encode
 
 import (
 	"encoding/binary"
-	"errors"
 	"math"
 	"testing"
 
@@ -286,7 +285,7 @@ func TestValueErrors(t *testing.T) {
 			assert.ErrorIs(t, err, ErrValue)
 			assert.ErrorContains(t, err, tc.errContains)
 			var ve *ValueError
-			require.True(t, errors.As(err, &ve))
+			require.ErrorAs(t, err, &ve)
 			assert.Equal(t, "col", ve.Column)
 			assert.Equal(t, tc.row, ve.Row)
 			assert.Equal(t, 0, out.Len(), "nothing is appended on error")

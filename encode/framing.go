@@ -68,6 +68,7 @@ func (f Framing) HeaderLen() int {
 		return 5
 	case framingSingleObject:
 		return 10
+	case framingNone:
 	}
 	return 0
 }
@@ -81,6 +82,7 @@ func (f Framing) AppendHeader(b []byte) []byte {
 	case framingSingleObject:
 		b = append(b, 0xC3, 0x01)
 		return binary.LittleEndian.AppendUint64(b, f.fingerprint)
+	case framingNone:
 	}
 	return b
 }
@@ -92,6 +94,7 @@ func (f Framing) String() string {
 		return fmt.Sprintf("confluent schema id %d", f.id)
 	case framingSingleObject:
 		return fmt.Sprintf("single-object fingerprint %#016x", f.fingerprint)
+	case framingNone:
 	}
 	return "unframed"
 }

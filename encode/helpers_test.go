@@ -216,6 +216,8 @@ func (g *gen) appendValue(b array.Builder, dt arrow.DataType, nullable bool) {
 		unit := dt.(*arrow.TimestampType).Unit
 		v := r.Int64N(4_000_000_000) - 1_000_000_000 // seconds
 		switch unit {
+		case arrow.Second:
+			// v is already in seconds.
 		case arrow.Millisecond:
 			v = v*1000 + r.Int64N(1000)
 		case arrow.Microsecond:
@@ -456,6 +458,8 @@ func normalize(t *avroType, v any) any {
 			out[f.name] = normalize(f.typ, m[f.name])
 		}
 		return out
+	case kBoolean, kFloat, kDouble, kString, kEnum, kFixed:
+		// Already in normal form.
 	}
 	return v
 }

@@ -1,7 +1,6 @@
 package encode
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -58,7 +57,7 @@ func TestCheckBackward(t *testing.T) {
 			require.ErrorIs(t, err, ErrIncompatible)
 			assert.ErrorContains(t, err, tc.errContains)
 			var ie *IncompatibleError
-			require.True(t, errors.As(err, &ie))
+			require.ErrorAs(t, err, &ie)
 			assert.Equal(t, tc.field, ie.Field)
 		})
 	}
@@ -125,7 +124,7 @@ func TestRegistryPrepare(t *testing.T) {
 			err = reg.Prepare(ctx, topic, enc4)
 			require.ErrorIs(t, err, ErrIncompatible)
 			var ie *IncompatibleError
-			require.True(t, errors.As(err, &ie))
+			require.ErrorAs(t, err, &ie)
 			assert.Equal(t, ValueSubject(topic), ie.Subject)
 			assert.Equal(t, "before.required", ie.Field)
 			assert.Equal(t, before, enc4.ValueFraming(), "encoder unchanged on error")

@@ -205,12 +205,13 @@ func retractFlat(dst []byte, t *avroType, body []byte, tsMs int64, cause string)
 		e := ext[i]
 		switch f.name {
 		case "_amp_op":
-			op, ok, err := readString(f.typ, body[e[0]:e[1]])
-			if err != nil {
-				return dst, err
+			// Own names: the appendAs error below must reach the outer err.
+			op, ok, rerr := readString(f.typ, body[e[0]:e[1]])
+			if rerr != nil {
+				return dst, rerr
 			}
-			if err := checkInsertOp(op, ok); err != nil {
-				return dst, err
+			if cerr := checkInsertOp(op, ok); cerr != nil {
+				return dst, cerr
 			}
 			dst, err = appendAs(dst, f.typ, "d")
 		case "_amp_ts_ms":

@@ -185,6 +185,8 @@ func (c *compiler) compile(dt arrow.DataType, nullable bool, typeName, col strin
 			t, w = &avroType{kind: kLong, logical: prefix + "millis"}, &intWriter[int64]{valid: v}
 		case arrow.Microsecond:
 			t, w = &avroType{kind: kLong, logical: prefix + "micros"}, &intWriter[int64]{valid: v}
+		case arrow.Nanosecond:
+			fallthrough
 		default:
 			t, w = &avroType{kind: kLong, logical: prefix + "nanos"}, &intWriter[int64]{valid: v}
 		}
@@ -337,7 +339,7 @@ func compileSchema(cfg Config, s *arrow.Schema, st *encState) (*compiledSchema, 
 			row.fields = append(row.fields, flatMetaField(m))
 		}
 		out.value = row
-	default:
+	case EnvelopeDebezium: // cfg.Validate refused any other value
 		src, err := parseSchema(schemas.Source())
 		if err != nil {
 			return nil, fmt.Errorf("parsing embedded source.avsc: %w", err)

@@ -338,10 +338,9 @@ func (nullWriter) write(b []byte, _ int) []byte { return b }
 
 type binWriter[O int32 | int64] struct {
 	valid
-	offs  []O
-	data  []byte
-	utf8  bool
-	ascii bool
+	offs []O
+	data []byte
+	utf8 bool
 }
 
 func (w *binWriter[O]) bind(a arrow.Array) error {

@@ -139,7 +139,7 @@ func Unmarshal(b []byte) (Checkpoint, error) {
 	if err := dec.Decode(&e); err != nil {
 		return Checkpoint{}, fmt.Errorf("offsets: decoding checkpoint: %w", err)
 	}
-	if err := e.Checkpoint.Validate(); err != nil {
+	if err := e.Validate(); err != nil {
 		return Checkpoint{}, err
 	}
 	return e.Checkpoint, nil

@@ -131,7 +131,7 @@ func TestUnmarshalErrors(t *testing.T) {
 
 func TestValidateStream(t *testing.T) {
 	for _, ok := range []string{"a", "erc20.transfers_v2-eth", "0"} {
-		assert.NoError(t, ValidateStream(ok), ok)
+		require.NoError(t, ValidateStream(ok), ok)
 	}
 	for _, bad := range []string{"", "A", "a/b", "a b", "ä", "{x}"} {
 		assert.ErrorContains(t, ValidateStream(bad), "use one or more of a-z, 0-9", bad)

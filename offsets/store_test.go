@@ -171,7 +171,7 @@ func TestIntegrationStoreStaleWriter(t *testing.T) {
 					require.ErrorIs(t, err, ErrFenced)
 					var se *StaleError
 					require.ErrorAs(t, err, &se)
-					assert.Equal(t, tt.commit-1, se.Expected)
+					assert.Equal(t, tt.commit-1, se.Expected) //nolint:testifylint // expected-actual: se.Expected is the actual value (StaleError's field name), tt.commit-1 the expected one
 					assert.Equal(t, tt.wantStored, se.Stored)
 					assert.Equal(t, stream, se.Stream)
 					assert.ErrorContains(t, err, withStream(tt.errContains, stream))

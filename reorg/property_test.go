@@ -330,7 +330,6 @@ func runPropertyCase(t *testing.T, seed uint64, seen map[string]int) (unrecovera
 		if len(evs) == 0 && replays < m.Replays() {
 			seen["f4-drop"]++
 		}
-		replays = m.Replays()
 		for _, ev := range evs {
 			k.txAny, k.txLast = true, ev.Seq
 			switch ev.Kind {

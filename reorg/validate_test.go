@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func requireValidation(t *testing.T, err error, kind ValidationKind, contains ...string) *ValidationError {
+func requireValidation(t *testing.T, err error, kind ValidationKind, contains ...string) {
 	t.Helper()
 	require.ErrorIs(t, err, ErrInvalidRanges)
 	var ve *ValidationError
@@ -16,7 +16,6 @@ func requireValidation(t *testing.T, err error, kind ValidationKind, contains ..
 	for _, c := range contains {
 		assert.Contains(t, err.Error(), c)
 	}
-	return ve
 }
 
 func TestB1_ConsecutiveRanges(t *testing.T) {
@@ -27,7 +26,9 @@ func TestB1_ConsecutiveRanges(t *testing.T) {
 
 func TestB2_Gap(t *testing.T) {
 	err := Validate([]BlockRange{R(0, 10, 0)}, []BlockRange{R(12, 20, 0)})
-	ve := requireValidation(t, err, Gap, "gap on network eth", "0..=10", "12..=20", "blocks 11..=11 are missing")
+	requireValidation(t, err, Gap, "gap on network eth", "0..=10", "12..=20", "blocks 11..=11 are missing")
+	var ve *ValidationError
+	require.ErrorAs(t, err, &ve)
 	assert.Equal(t, R(0, 10, 0), ve.Previous)
 	assert.Equal(t, R(12, 20, 0), ve.Incoming)
 

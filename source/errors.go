@@ -67,7 +67,10 @@ func PermanentCode(c codes.Code) bool {
 	case codes.InvalidArgument, codes.NotFound, codes.Unimplemented, codes.Unauthenticated,
 		codes.PermissionDenied, codes.FailedPrecondition, codes.OutOfRange, codes.AlreadyExists:
 		return true
-	default:
+	case codes.OK, codes.Canceled, codes.Unknown, codes.DeadlineExceeded, codes.ResourceExhausted,
+		codes.Aborted, codes.Internal, codes.Unavailable, codes.DataLoss:
+		return false
+	default: // a code newer than this list
 		return false
 	}
 }

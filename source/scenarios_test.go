@@ -96,13 +96,12 @@ func rangesText(rs []reorg.BlockRange) string {
 	return out
 }
 
-func requireKind(t *testing.T, err error, kind reorg.ValidationKind) *reorg.ValidationError {
+func requireKind(t *testing.T, err error, kind reorg.ValidationKind) {
 	t.Helper()
 	var ve *reorg.ValidationError
 	require.ErrorAs(t, err, &ve, "want %v, got %v", kind, err)
 	assert.Equal(t, kind, ve.Kind, "%v", err)
 	assert.ErrorIs(t, err, reorg.ErrInvalidRanges)
-	return ve
 }
 
 func TestB01_ConsecutiveRanges(t *testing.T) {
@@ -115,7 +114,9 @@ func TestB01_ConsecutiveRanges(t *testing.T) {
 func TestB02_Gap(t *testing.T) {
 	s := startSim(t, simD(R(0, 10, 0)), simD(R(12, 20, 0)))
 	events, err := protocolStream(t, s, 2)
-	ve := requireKind(t, err, reorg.Gap)
+	requireKind(t, err, reorg.Gap)
+	var ve *reorg.ValidationError
+	require.ErrorAs(t, err, &ve)
 	assert.Equal(t, uint64(12), ve.Incoming.Start)
 	assert.Equal(t, uint64(10), ve.Previous.End)
 	assert.Equal(t, []string{"Data eth 0..=10 rows=1"}, events)

@@ -264,7 +264,7 @@ func (s *stream) expectSilence(d time.Duration) {
 	case <-time.After(d):
 	}
 	s.cancel()
-	<-got
+	<-got //nolint:errcheck // only waits for the reader goroutine; its error is the cancellation above
 }
 
 func hashOf(t *testing.T, s *Server, n uint64) reorg.Hash {

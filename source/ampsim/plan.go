@@ -683,6 +683,8 @@ func coerce(lit astExpr, other evalExpr) (evalExpr, error) {
 				return nil, sqlErrorf("invalid query: '%s' is not an RFC 3339 timestamp: %v", v.s, err)
 			}
 			return constE{v: t.UnixNano(), kd: kindTime}, nil
+		case kindNull, kindNum, kindBool, kindOther:
+			// Not comparable with a string literal: refused below.
 		}
 		return nil, fail("string '" + v.s + "'")
 	}

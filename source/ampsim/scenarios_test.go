@@ -203,7 +203,8 @@ func TestA06_CatchUpCappedMicrobatches(t *testing.T) {
 	mbs := st.readMicrobatches(3)
 	want := [][2]uint64{{0, 999}, {1000, 1999}, {2000, 2500}}
 	for i, mb := range mbs {
-		assert.Equal(t, want[i], [2]uint64{mb.r.Start, mb.r.End})
+		got := [2]uint64{mb.r.Start, mb.r.End}
+		assert.Equal(t, want[i], got)
 		assert.Equal(t, int(mb.r.End-mb.r.Start+1), mb.rows)
 		assert.Equal(t, hashOf(t, s, mb.r.End), mb.r.Hash)
 		if i > 0 {

@@ -603,6 +603,8 @@ func (p *parser) parsePrimary() (astExpr, error) {
 			return colRef{qual: t.text, name: u.text}, nil
 		}
 		return colRef{name: t.text}, nil
+	case tokEOF:
+		// An expression is missing: reported below.
 	}
 	p.i--
 	return nil, p.errExpected("an expression")

@@ -77,6 +77,8 @@ func (w *streamWriter) writePayload(p ipc.Payload) error {
 		w.sent = true
 	case ipc.MessageRecordBatch:
 		fd.AppMetadata = w.meta
+	case ipc.MessageNone, ipc.MessageDictionaryBatch, ipc.MessageTensor, ipc.MessageSparseTensor:
+		// Sent as they are, without app_metadata.
 	}
 	// Send encodes the message before it returns, so the body buffer can be
 	// reused for the next payload.

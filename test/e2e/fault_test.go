@@ -368,7 +368,7 @@ func checkConsumerClean(t *testing.T, cr consumerResult) {
 		assert.Zero(t, n, "consumer %s: %v", name, cr.Examples[name])
 	}
 	assert.NotEmpty(t, cr.SchemaIDs, "no record carried a registry schema id")
-	assert.Equal(t, cr.Surviving, len(cr.Identities), "surviving rows vs distinct identities")
+	assert.Len(t, cr.Identities, cr.Surviving, "surviving rows vs distinct identities")
 }
 
 func assertSameSet(t *testing.T, want, got map[string]bool, what string) {

@@ -309,7 +309,7 @@ func (s *stack) waitCaughtUp(ctx context.Context, p *bridgeProc) (uint64, error)
 	var lastErr error
 	for {
 		if p.exited() {
-			return 0, fmt.Errorf("bridge exited while catching up (%v); log tail:\n%s", p.err, tail(p.log, 40))
+			return 0, fmt.Errorf("bridge exited while catching up (%w); log tail:\n%s", errOr(p.err, "exit status 0"), tail(p.log, 40))
 		}
 		pt, ok, err := s.committed(ctx)
 		if err == nil && ok {
@@ -321,8 +321,8 @@ func (s *stack) waitCaughtUp(ctx context.Context, p *bridgeProc) (uint64, error)
 		lastErr = err
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("bridge did not commit the head %d (newest watermark %d, read error %v): %w; log tail:\n%s",
-				head, last.Number, lastErr, ctx.Err(), tail(p.log, 40))
+			return 0, fmt.Errorf("bridge did not commit the head %d (newest watermark %d, read error %w): %w; log tail:\n%s",
+				head, last.Number, errOr(lastErr, "none"), ctx.Err(), tail(p.log, 40))
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
@@ -492,4 +492,13 @@ func (l *trialLog) Logf(format string, args ...any) {
 	if l.f != nil {
 		fmt.Fprintf(l.f, format+"\n", args...)
 	}
+}
+
+// errOr returns err, or an error reading none when err is nil, so that a
+// message can wrap an error that may be absent without printing %!w(<nil>).
+func errOr(err error, none string) error {
+	if err == nil {
+		return errors.New(none)
+	}
+	return err
 }
