@@ -123,8 +123,14 @@ func consumeCommitted(t testing.TB, cfg Config, topic string) []*kgo.Record {
 	// has ended, so the consumer reaches the high watermark once the
 	// markers are written (it sees them: KeepControlRecords).
 	r := newReader(t, cfg)
-	ends, err := r.highWatermarks(ctx, topic)
-	require.NoError(t, err)
+	// A topic created a moment ago may not list its partitions yet: an
+	// empty map would make the consumer below stop before reading anything.
+	var ends map[int32]int64
+	require.Eventually(t, func() bool {
+		var err error
+		ends, err = r.highWatermarks(ctx, topic)
+		return err == nil && len(ends) > 0
+	}, 10*time.Second, 10*time.Millisecond, "listing the partitions of %s", topic)
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ConsumeTopics(topic),

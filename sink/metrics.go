@@ -31,7 +31,7 @@ func newMetrics(reg prometheus.Registerer, ns string) (*metrics, error) {
 		}, []string{"stream"}),
 		txnAborts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "txn_aborts_total",
-			Help: "Kafka transactions that did not commit, by reason (requested, produce_error, not_attempted, fenced, unknown_outcome).",
+			Help: "Kafka transactions that did not commit, by reason (requested, produce_error, not_attempted, fenced, unknown).",
 		}, []string{"stream", "reason"}),
 		txnDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Name: "txn_duration_seconds",

@@ -114,7 +114,7 @@ func TestParseByteSize(t *testing.T) {
 		_, err := parseByteSize(in)
 		assert.Error(t, err, in)
 		if err != nil {
-			assert.True(t, strings.Contains(err.Error(), "unit"), in)
+			assert.Contains(t, err.Error(), "unit", in)
 		}
 	}
 }

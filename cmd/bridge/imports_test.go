@@ -32,7 +32,7 @@ func TestImportGraph(t *testing.T) {
 		"offsets": {"github.com/apache/arrow-go"},
 	}
 	for pkg, ok := range allowed {
-		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", mod+pkg).CombinedOutput()
+		out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", "-f", "{{.ImportPath}}", mod+pkg).CombinedOutput()
 		require.NoError(t, err, "go list %s: %s", pkg, out)
 		for dep := range strings.FieldsSeq(string(out)) {
 			if rest, ours := strings.CutPrefix(dep, mod); ours {

@@ -112,7 +112,7 @@ write_env() {
   local tmp="$ENV_FILE.tmp" f
   {
     echo "# Written by deploy/local/stack.sh; source with: set -a; . $ENV_FILE; set +a"
-    for f in "$STATE"/kafka/env "$STATE"/redis/env "$STATE"/registry/env "$LOCAL"/venv.env; do
+    for f in "$STATE"/kafka/env "$STATE"/redis/env "$STATE"/registry/env "$LOCAL"/venv.env "$LOCAL"/tools.env; do
       if [[ -s "$f" ]]; then cat "$f"; fi
     done
   } >"$tmp"
@@ -378,9 +378,22 @@ EOF
   log "python: $VENV/bin/python ($versions)"
 }
 
+# --- tools -----------------------------------------------------------------
+
+# start_tools installs command-line checkers the tests use (promtool, from
+# Debian's prometheus package, checks the alert rules and dashboard queries
+# in deploy/). Nothing is started.
+start_tools() {
+  need_cmd promtool prometheus
+  local v
+  v=$(promtool --version 2>&1 | head -1)
+  echo "BRIDGE_TEST_PROMTOOL=$(command -v promtool)" >"$LOCAL/tools.env"
+  log "tools: $(command -v promtool) ($v)"
+}
+
 # --- commands --------------------------------------------------------------
 
-services() { if (($# == 0)); then echo kafka redis registry python; else echo "$@"; fi; }
+services() { if (($# == 0)); then echo kafka redis registry python tools; else echo "$@"; fi; }
 
 cmd_start() {
   local s
@@ -388,8 +401,8 @@ cmd_start() {
   build_devstack
   for s in $(services "$@"); do
     case $s in
-      kafka) start_kafka ;; redis) start_redis ;; registry) start_registry ;; python) start_python ;;
-      *) die "unknown service '$s' (want kafka, redis, registry or python)" ;;
+      kafka) start_kafka ;; redis) start_redis ;; registry) start_registry ;; python) start_python ;; tools) start_tools ;;
+      *) die "unknown service '$s' (want kafka, redis, registry, python or tools)" ;;
     esac
     write_env
   done
@@ -401,7 +414,7 @@ cmd_stop() {
   for s in $(services "$@"); do
     case $s in
       kafka) stop_kafka ;; redis) stop_redis ;; registry) stop_registry ;;
-      python) ;; # the venv is a cache; remove .local/venv to rebuild it
+      python | tools) ;; # caches: remove .local/venv to rebuild the venv
       *) die "unknown service '$s' (want kafka, redis or registry)" ;;
     esac
   done

@@ -1,0 +1,976 @@
+// Package deploy_test checks the deployment files under deploy/: the
+// Kubernetes manifest, the systemd unit, the Prometheus alert rules and the
+// Grafana dashboard. Every YAML and JSON file must parse, the ConfigMap's
+// bridge.yaml must pass `bridge validate`, and every metric name used by the
+// alerts and the dashboard must be one the bridge really exports (read from
+// the Go sources of cmd/bridge and sink, and from franz-go's kprom and
+// client_golang's collectors in the module cache).
+package deploy_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
+	"gopkg.in/yaml.v3"
+)
+
+const (
+	// shutdownBudget is the longest graceful shutdown of `bridge run`:
+	// streamRunner.shutdown bounds the commit or abort and the checkpoint
+	// write with 30 s, then the HTTP server gets 5 s.
+	shutdownBudget = 35 * time.Second
+	bridgeJob      = `job="amp-kafka-bridge"`
+	metricsPort    = 9464
+)
+
+// repoRoot is the module root (the tests run in deploy/).
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	require.FileExists(t, filepath.Join(root, "go.mod"), "the deploy tests must run inside the module")
+	return root
+}
+
+// decodeAll decodes every document of a multi-document YAML stream.
+func decodeAll(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	var docs []map[string]any
+	for {
+		var doc map[string]any
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err, "parsing %s (document %d)", path, len(docs)+1)
+		if doc != nil {
+			docs = append(docs, doc)
+		}
+	}
+	require.NotEmpty(t, docs, "%s has no YAML document", path)
+	return docs
+}
+
+func TestYAMLFilesParse(t *testing.T) {
+	var files []string
+	for _, dir := range []string{"kubernetes", "prometheus"} {
+		require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && (strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
+				files = append(files, path)
+			}
+			return err
+		}))
+	}
+	require.ElementsMatch(t, []string{
+		filepath.Join("kubernetes", "sidecar.yaml"),
+		filepath.Join("prometheus", "alerts.yaml"),
+		filepath.Join("prometheus", "alerts_test.yaml"),
+	}, files)
+	for _, f := range files {
+		t.Run(f, func(t *testing.T) { decodeAll(t, f) })
+	}
+}
+
+// ---- Kubernetes ----------------------------------------------------------
+
+type k8sObject struct {
+	Kind     string `yaml:"kind"`
+	Metadata struct {
+		Name string `yaml:"name"`
+	} `yaml:"metadata"`
+	Data       map[string]string `yaml:"data"`
+	StringData map[string]string `yaml:"stringData"`
+	Spec       struct {
+		Replicas *int `yaml:"replicas"`
+		Strategy struct {
+			Type string `yaml:"type"`
+		} `yaml:"strategy"`
+		Template struct {
+			Metadata struct {
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"metadata"`
+			Spec struct {
+				TerminationGracePeriodSeconds *int        `yaml:"terminationGracePeriodSeconds"`
+				Containers                    []container `yaml:"containers"`
+				Volumes                       []struct {
+					Name      string `yaml:"name"`
+					ConfigMap *struct {
+						Name string `yaml:"name"`
+					} `yaml:"configMap"`
+				} `yaml:"volumes"`
+			} `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+type container struct {
+	Name    string   `yaml:"name"`
+	Image   string   `yaml:"image"`
+	Command []string `yaml:"command"`
+	Args    []string `yaml:"args"`
+	Ports   []struct {
+		Name          string `yaml:"name"`
+		ContainerPort int    `yaml:"containerPort"`
+	} `yaml:"ports"`
+	Env []struct {
+		Name      string `yaml:"name"`
+		Value     string `yaml:"value"`
+		ValueFrom *struct {
+			SecretKeyRef *struct {
+				Name string `yaml:"name"`
+				Key  string `yaml:"key"`
+			} `yaml:"secretKeyRef"`
+		} `yaml:"valueFrom"`
+	} `yaml:"env"`
+	Resources struct {
+		Requests map[string]string `yaml:"requests"`
+		Limits   map[string]string `yaml:"limits"`
+	} `yaml:"resources"`
+	LivenessProbe  *probe `yaml:"livenessProbe"`
+	ReadinessProbe *probe `yaml:"readinessProbe"`
+	VolumeMounts   []struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+	} `yaml:"volumeMounts"`
+}
+
+type probe struct {
+	HTTPGet *struct {
+		Path string    `yaml:"path"`
+		Port yaml.Node `yaml:"port"`
+	} `yaml:"httpGet"`
+}
+
+func sidecarObjects(t *testing.T) map[string]k8sObject {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("kubernetes", "sidecar.yaml"))
+	require.NoError(t, err)
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	objs := map[string]k8sObject{}
+	for {
+		var o k8sObject
+		if err := dec.Decode(&o); errors.Is(err, io.EOF) {
+			break
+		} else {
+			require.NoError(t, err)
+		}
+		require.NotContains(t, objs, o.Kind, "two objects of kind %s", o.Kind)
+		objs[o.Kind] = o
+	}
+	for _, kind := range []string{"ConfigMap", "Secret", "Deployment"} {
+		require.Contains(t, objs, kind, "kubernetes/sidecar.yaml needs a %s", kind)
+	}
+	return objs
+}
+
+func TestSidecarManifest(t *testing.T) {
+	objs := sidecarObjects(t)
+	cm, secret, dep := objs["ConfigMap"], objs["Secret"], objs["Deployment"]
+
+	require.NotNil(t, dep.Spec.Replicas)
+	assert.Equal(t, 1, *dep.Spec.Replicas, "one replica per stream id: a second instance is fenced by the transactional id")
+	assert.Equal(t, "Recreate", dep.Spec.Strategy.Type, "a rolling update would run two instances of the same stream id")
+	pod := dep.Spec.Template.Spec
+	require.NotNil(t, pod.TerminationGracePeriodSeconds)
+	assert.GreaterOrEqual(t, time.Duration(*pod.TerminationGracePeriodSeconds)*time.Second, shutdownBudget+10*time.Second,
+		"terminationGracePeriodSeconds must cover the graceful shutdown (%s) with a margin", shutdownBudget)
+
+	ann := dep.Spec.Template.Metadata.Annotations
+	assert.Equal(t, "true", ann["prometheus.io/scrape"])
+	assert.Equal(t, strconv.Itoa(metricsPort), ann["prometheus.io/port"])
+	assert.Equal(t, "/metrics", ann["prometheus.io/path"])
+
+	require.Len(t, pod.Containers, 2, "an application container and the bridge")
+	i := slices.IndexFunc(pod.Containers, func(c container) bool { return strings.HasPrefix(c.Image, "amp-kafka-bridge:") })
+	require.GreaterOrEqual(t, i, 0, "no container runs the amp-kafka-bridge image")
+	br := pod.Containers[i]
+	assert.Equal(t, "amp-kafka-bridge:VERSION", br.Image)
+	assert.Equal(t, []string{"bridge", "run", "-c", "/etc/bridge/bridge.yaml"}, append(slices.Clone(br.Command), br.Args...))
+
+	ports := map[string]int{}
+	for _, p := range br.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	for name, pr := range map[string]*probe{"/livez": br.LivenessProbe, "/readyz": br.ReadinessProbe} {
+		require.NotNil(t, pr, "probe on %s missing", name)
+		require.NotNil(t, pr.HTTPGet, "probe on %s must be httpGet", name)
+		assert.Equal(t, name, pr.HTTPGet.Path)
+		port, err := strconv.Atoi(pr.HTTPGet.Port.Value)
+		if err != nil {
+			port = ports[pr.HTTPGet.Port.Value]
+		}
+		assert.Equal(t, metricsPort, port, "probe on %s: port %q", name, pr.HTTPGet.Port.Value)
+	}
+
+	for _, kind := range []string{"requests", "limits"} {
+		m := br.Resources.Requests
+		if kind == "limits" {
+			m = br.Resources.Limits
+		}
+		assert.NotEmpty(t, m["cpu"], "bridge resources.%s.cpu", kind)
+		assert.NotEmpty(t, m["memory"], "bridge resources.%s.memory", kind)
+	}
+
+	// Secrets come from the Secret through the environment, and each
+	// referenced key exists.
+	fromSecret := map[string]bool{}
+	for _, e := range br.Env {
+		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+			continue
+		}
+		ref := e.ValueFrom.SecretKeyRef
+		assert.Equal(t, secret.Metadata.Name, ref.Name, "env %s", e.Name)
+		assert.Contains(t, secret.StringData, ref.Key, "env %s refers to a key the Secret lacks", e.Name)
+		fromSecret[e.Name] = true
+	}
+	for _, name := range []string{"BRIDGE_AMP_TOKEN", "BRIDGE_KAFKA_SASL_PASSWORD", "BRIDGE_CHECKPOINT_REDIS_PASSWORD"} {
+		assert.True(t, fromSecret[name], "%s must come from the Secret", name)
+	}
+	assert.NotContains(t, cm.Data["bridge.yaml"], "password:", "no secret in the ConfigMap")
+
+	// The config file is mounted where the command reads it.
+	var cfgVolume string
+	for _, v := range pod.Volumes {
+		if v.ConfigMap != nil && v.ConfigMap.Name == cm.Metadata.Name {
+			cfgVolume = v.Name
+		}
+	}
+	require.NotEmpty(t, cfgVolume, "no volume mounts the ConfigMap %s", cm.Metadata.Name)
+	assert.True(t, slices.ContainsFunc(br.VolumeMounts, func(m struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+	}) bool {
+		return m.Name == cfgVolume && m.MountPath == "/etc/bridge"
+	}), "the ConfigMap must be mounted at /etc/bridge")
+
+	var cfg struct {
+		HTTP struct {
+			Addr string `yaml:"addr"`
+		} `yaml:"http"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(cm.Data["bridge.yaml"]), &cfg))
+	assert.Equal(t, fmt.Sprintf("0.0.0.0:%d", metricsPort), cfg.HTTP.Addr, "probes and Prometheus reach the pod IP")
+}
+
+var (
+	buildOnce sync.Once
+	bridgeBin string
+	buildErr  error
+)
+
+// bridgeBinary builds cmd/bridge once per test run.
+func bridgeBinary(t *testing.T) string {
+	t.Helper()
+	root := repoRoot(t)
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "deploy-test-bridge-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		bridgeBin = filepath.Join(dir, "bridge")
+		cmd := exec.CommandContext(t.Context(), "go", "build", "-o", bridgeBin, "./cmd/bridge")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("building ./cmd/bridge: %w\n%s", err, out)
+		}
+	})
+	require.NoError(t, buildErr)
+	return bridgeBin
+}
+
+// validate runs `bridge validate -c path` with only the given BRIDGE_*
+// variables (the caller's BRIDGE_* are removed).
+func validate(t *testing.T, path string, env map[string]string) (string, error) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), bridgeBinary(t), "validate", "-c", path)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "BRIDGE_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func TestSidecarConfigValidates(t *testing.T) {
+	cm := sidecarObjects(t)["ConfigMap"]
+	path := filepath.Join(t.TempDir(), "bridge.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(cm.Data["bridge.yaml"]), 0o600))
+	secrets := map[string]string{
+		"BRIDGE_AMP_TOKEN":                 "test-token",
+		"BRIDGE_KAFKA_SASL_PASSWORD":       "test-password",
+		"BRIDGE_CHECKPOINT_REDIS_PASSWORD": "test-password",
+	}
+	out, err := validate(t, path, secrets)
+	require.NoError(t, err, "bridge validate rejected the ConfigMap's bridge.yaml:\n%s", out)
+	assert.Contains(t, out, "valid, 1 stream(s)")
+
+	// The validation is real: without the SASL password from the Secret the
+	// same file is refused, naming the key.
+	delete(secrets, "BRIDGE_KAFKA_SASL_PASSWORD")
+	out, err = validate(t, path, secrets)
+	require.Error(t, err, "validate accepted SASL without a password:\n%s", out)
+	assert.Contains(t, out, "kafka.sasl")
+}
+
+// ---- systemd -------------------------------------------------------------
+
+// unitKeys reads a systemd unit into section -> key -> values.
+func unitKeys(t *testing.T, path string) map[string]map[string][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	out := map[string]map[string][]string{}
+	section := ""
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";"):
+		case strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]"):
+			section = strings.Trim(line, "[]")
+			out[section] = map[string][]string{}
+		default:
+			k, v, ok := strings.Cut(line, "=")
+			require.True(t, ok, "%s:%d: not key=value: %q", path, n, line)
+			require.NotEmpty(t, section, "%s:%d: key outside a section", path, n)
+			out[section][k] = append(out[section][k], v)
+		}
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+func TestSystemdUnit(t *testing.T) {
+	path := filepath.Join("systemd", "amp-kafka-bridge.service")
+	u := unitKeys(t, path)
+	svc := u["Service"]
+	require.NotNil(t, svc, "no [Service] section")
+	want := map[string]string{
+		"Restart":         "on-failure",
+		"KillSignal":      "SIGTERM",
+		"NoNewPrivileges": "yes",
+		"ProtectSystem":   "strict",
+		"ProtectHome":     "yes",
+		"PrivateTmp":      "yes",
+		"DynamicUser":     "yes",
+	}
+	for k, v := range want {
+		assert.Equal(t, []string{v}, svc[k], "[Service] %s", k)
+	}
+	assert.Contains(t, svc["EnvironmentFile"], "/etc/amp-kafka-bridge/bridge.env")
+	require.Len(t, svc["ExecStart"], 1)
+	assert.Contains(t, svc["ExecStart"][0], "bridge run -c /etc/amp-kafka-bridge/bridge.yaml")
+	require.Len(t, svc["RestartSec"], 1)
+	rs, err := time.ParseDuration(svc["RestartSec"][0])
+	require.NoError(t, err)
+	assert.Positive(t, rs, "restart backoff")
+	require.Len(t, svc["TimeoutStopSec"], 1)
+	stop, err := time.ParseDuration(svc["TimeoutStopSec"][0])
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, stop, shutdownBudget+10*time.Second, "TimeoutStopSec must cover the graceful shutdown")
+	assert.Equal(t, []string{"multi-user.target"}, u["Install"]["WantedBy"])
+}
+
+// TestSystemdUnitVerifies runs systemd-analyze verify on the unit (with the
+// binary path pointing at a freshly built bridge).
+func TestSystemdUnitVerifies(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed (Debian package systemd); the unit's syntax is not verified")
+	}
+	b, err := os.ReadFile(filepath.Join("systemd", "amp-kafka-bridge.service"))
+	require.NoError(t, err)
+	dir := t.TempDir()
+	unit := filepath.Join(dir, "amp-kafka-bridge.service")
+	require.NoError(t, os.WriteFile(unit, bytes.ReplaceAll(b, []byte("/usr/local/bin/bridge"), []byte(bridgeBinary(t))), 0o644))
+	out, _ := exec.CommandContext(t.Context(), analyze, "verify", "--man=no", unit).CombinedOutput()
+	// systemd < 254 does not know the restart backoff steps and ignores them.
+	tolerated := regexp.MustCompile(`Unknown key '(RestartSteps|RestartMaxDelaySec)'`)
+	for line := range strings.Lines(string(out)) {
+		if line = strings.TrimSpace(line); line != "" && !tolerated.MatchString(line) {
+			t.Errorf("systemd-analyze verify: %s", line)
+		}
+	}
+}
+
+func TestSystemdEnvExample(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("systemd", "bridge.env.example"))
+	require.NoError(t, err)
+	src, err := os.ReadFile(filepath.Join(repoRoot(t), "cmd", "bridge", "config.go"))
+	require.NoError(t, err)
+	re := regexp.MustCompile(`(?m)^(BRIDGE_[A-Z0-9_]+)=`)
+	ms := re.FindAllStringSubmatch(string(b), -1)
+	require.NotEmpty(t, ms)
+	for _, m := range ms {
+		assert.Contains(t, string(src), strconv.Quote(m[1]), "bridge.env.example sets %s, which the bridge does not read as a secret", m[1])
+	}
+}
+
+// ---- metric names --------------------------------------------------------
+
+// externalMetrics are not exported by the bridge but by Prometheus itself
+// and kube-state-metrics (Kubernetes-only alerts).
+var externalMetrics = map[string]string{
+	"up":                              "Prometheus",
+	"kube_pod_container_status_ready": "kube-state-metrics",
+	"kube_pod_container_status_restarts_total": "kube-state-metrics",
+}
+
+// promKeywords are PromQL words that are not metric names.
+var promKeywords = map[string]bool{
+	"sum": true, "min": true, "max": true, "avg": true, "group": true, "stddev": true, "stdvar": true,
+	"count": true, "count_values": true, "bottomk": true, "topk": true, "quantile": true,
+	"limitk": true, "limit_ratio": true,
+	"and": true, "or": true, "unless": true, "atan2": true, "offset": true, "bool": true,
+	"inf": true, "nan": true, "by": true, "without": true, "on": true, "ignoring": true,
+	"group_left": true, "group_right": true,
+}
+
+var groupingKeywords = map[string]bool{
+	"by": true, "without": true, "on": true, "ignoring": true, "group_left": true, "group_right": true,
+}
+
+func isIdentStart(c byte) bool {
+	return c == '_' || c == ':' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+func isIdent(c byte) bool { return isIdentStart(c) || c >= '0' && c <= '9' }
+
+// skipString returns the index after the string literal starting at i.
+func skipString(s string, i int) (int, error) {
+	q := s[i]
+	for j := i + 1; j < len(s); j++ {
+		switch {
+		case s[j] == '\\' && q != '`':
+			j++
+		case s[j] == q:
+			return j + 1, nil
+		}
+	}
+	return 0, fmt.Errorf("unterminated string at offset %d", i)
+}
+
+// skipTo returns the index after the first close at or after i, skipping
+// string literals.
+func skipTo(s string, i int, close byte) (int, error) {
+	for j := i; j < len(s); {
+		switch s[j] {
+		case '"', '\'', '`':
+			k, err := skipString(s, j)
+			if err != nil {
+				return 0, err
+			}
+			j = k
+		case close:
+			return j + 1, nil
+		default:
+			j++
+		}
+	}
+	return 0, fmt.Errorf("missing %q after offset %d", close, i)
+}
+
+// metricNames returns the metric names a PromQL expression (with Grafana
+// variables) selects: identifiers outside label matchers, ranges, strings
+// and grouping lists that are neither functions nor keywords.
+func metricNames(expr string) ([]string, error) {
+	var names []string
+	depth := 0
+	for i := 0; i < len(expr); {
+		c := expr[i]
+		switch {
+		case c == '"' || c == '\'' || c == '`':
+			j, err := skipString(expr, i)
+			if err != nil {
+				return nil, err
+			}
+			i = j
+		case c == '{':
+			j, err := skipTo(expr, i+1, '}')
+			if err != nil {
+				return nil, err
+			}
+			i = j
+		case c == '[':
+			j, err := skipTo(expr, i+1, ']')
+			if err != nil {
+				return nil, err
+			}
+			i = j
+		case c == '$': // Grafana variable: $x, ${x}
+			i++
+			if i < len(expr) && expr[i] == '{' {
+				j, err := skipTo(expr, i+1, '}')
+				if err != nil {
+					return nil, err
+				}
+				i = j
+			}
+			for i < len(expr) && isIdent(expr[i]) {
+				i++
+			}
+		case c >= '0' && c <= '9' || c == '.': // numbers and durations
+			for i < len(expr) && (isIdent(expr[i]) || expr[i] == '.') {
+				i++
+			}
+		case isIdentStart(c):
+			j := i
+			for j < len(expr) && isIdent(expr[j]) {
+				j++
+			}
+			word := expr[i:j]
+			k := j
+			for k < len(expr) && (expr[k] == ' ' || expr[k] == '\t' || expr[k] == '\n') {
+				k++
+			}
+			nextParen := k < len(expr) && expr[k] == '('
+			switch {
+			case groupingKeywords[strings.ToLower(word)] && nextParen:
+				end, err := skipTo(expr, k+1, ')')
+				if err != nil {
+					return nil, err
+				}
+				j = end
+			case nextParen, promKeywords[strings.ToLower(word)]:
+			default:
+				names = append(names, word)
+			}
+			i = j
+		case c == '(':
+			depth++
+			i++
+		case c == ')':
+			depth--
+			if depth < 0 {
+				return nil, fmt.Errorf("unbalanced ')' at offset %d", i)
+			}
+			i++
+		default:
+			i++
+		}
+	}
+	if depth != 0 {
+		return nil, fmt.Errorf("%d unclosed '('", depth)
+	}
+	return names, nil
+}
+
+// unknownMetrics returns the metric names of expr that are not in known
+// (a histogram's _bucket, _sum and _count series count as its name).
+func unknownMetrics(expr string, known map[string]bool) ([]string, error) {
+	names, err := metricNames(expr)
+	if err != nil {
+		return nil, fmt.Errorf("reading %q: %w", expr, err)
+	}
+	var bad []string
+	for _, n := range names {
+		if known[n] || externalMetrics[n] != "" {
+			continue
+		}
+		base := n
+		for _, suf := range []string{"_bucket", "_sum", "_count"} {
+			base = strings.TrimSuffix(base, suf)
+		}
+		if base != n && known[base] {
+			continue
+		}
+		bad = append(bad, n)
+	}
+	return bad, nil
+}
+
+func mustMatch(t *testing.T, re, s, what string) string {
+	t.Helper()
+	m := regexp.MustCompile(re).FindStringSubmatch(s)
+	require.NotNil(t, m, "%s: %s not found", what, re)
+	return m[1]
+}
+
+func readSource(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// moduleDir returns the module cache directory of a dependency.
+func moduleDir(t *testing.T, root, mod string) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "go", "list", "-m", "-f", "{{.Dir}}", mod)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list -m %s", mod)
+	dir := strings.TrimSpace(string(out))
+	require.DirExists(t, dir, "module %s is not in the module cache (go mod download)", mod)
+	return dir
+}
+
+var nameField = regexp.MustCompile(`\bName:\s*"([a-zA-Z_:][a-zA-Z0-9_:]*)"`)
+
+// bridgeOwnMetrics returns the bridge's own metric names: the Name fields of
+// the prometheus options in cmd/bridge and sink, under their namespace.
+func bridgeOwnMetrics(t *testing.T, root string) map[string]bool {
+	t.Helper()
+	dirs := map[string]string{
+		"cmd/bridge": mustMatch(t, `const ns = "(\w+)"`, readSource(t, filepath.Join(root, "cmd", "bridge", "metrics.go")), "cmd/bridge namespace"),
+		"sink":       mustMatch(t, `MetricsNamespace:\s*"(\w+)"`, readSource(t, filepath.Join(root, "sink", "config.go")), "sink default namespace"),
+	}
+	own := map[string]bool{}
+	for dir, ns := range dirs {
+		files, err := filepath.Glob(filepath.Join(root, dir, "*.go"))
+		require.NoError(t, err)
+		for _, f := range files {
+			src := readSource(t, f)
+			if strings.HasSuffix(f, "_test.go") || !strings.Contains(src, `"github.com/prometheus/client_golang/prometheus"`) {
+				continue
+			}
+			for _, m := range nameField.FindAllStringSubmatch(src, -1) {
+				own[ns+"_"+m[1]] = true
+			}
+		}
+	}
+	require.GreaterOrEqual(t, len(own), 10, "found only %v in cmd/bridge and sink", own)
+	return own
+}
+
+// knownMetrics is every metric name the bridge's /metrics can export.
+func knownMetrics(t *testing.T) (known, own map[string]bool) {
+	t.Helper()
+	root := repoRoot(t)
+	own = bridgeOwnMetrics(t, root)
+	known = map[string]bool{}
+	for n := range own {
+		known[n] = true
+	}
+
+	// franz-go client metrics: kprom.NewMetrics(namespace, Subsystem(ss)).
+	producer := readSource(t, filepath.Join(root, "sink", "producer.go"))
+	require.Contains(t, producer, "kprom.NewMetrics(cfg.MetricsNamespace", "the sink registers kprom under its namespace")
+	ns := mustMatch(t, `MetricsNamespace:\s*"(\w+)"`, readSource(t, filepath.Join(root, "sink", "config.go")), "sink namespace")
+	ss := mustMatch(t, `kprom\.Subsystem\("(\w+)"\)`, producer, "kprom subsystem")
+	kprom := readSource(t, filepath.Join(moduleDir(t, root, "github.com/twmb/franz-go/plugin/kprom"), "kprom.go"))
+	n := 0
+	for _, re := range []string{
+		`\bName:\s*"(\w+)"`,                // CounterOpts/GaugeOpts
+		`Name\s*:?=\s*"(\w+)"`,             // produceUncompressedBytesName := "produce_bytes_total"
+		`newHistogramOpts\(\w+,\s*"(\w+)"`, // histograms
+	} {
+		for _, m := range regexp.MustCompile(re).FindAllStringSubmatch(kprom, -1) {
+			known[ns+"_"+ss+"_"+m[1]] = true
+			n++
+		}
+	}
+	require.Greater(t, n, 10, "kprom's metric names not found in its source")
+	require.True(t, known[ns+"_"+ss+"_produce_bytes_total"], "kprom's produce_bytes_total not found")
+
+	// client_golang's Go and process collectors, registered by cmd/bridge.
+	run := readSource(t, filepath.Join(root, "cmd", "bridge", "run.go"))
+	cg := filepath.Join(moduleDir(t, root, "github.com/prometheus/client_golang"), "prometheus")
+	for collector, file := range map[string]string{"NewGoCollector": "go_collector.go", "NewProcessCollector": "process_collector.go"} {
+		if !strings.Contains(run, "collectors."+collector+"(") {
+			continue
+		}
+		for _, m := range regexp.MustCompile(`"((?:go|process)_\w+)"`).FindAllStringSubmatch(readSource(t, filepath.Join(cg, file)), -1) {
+			known[m[1]] = true
+		}
+	}
+	return known, own
+}
+
+type dashboard struct {
+	SchemaVersion int `json:"schemaVersion"`
+	Templating    struct {
+		List []struct {
+			Name       string `json:"name"`
+			Type       string `json:"type"`
+			Definition string `json:"definition"`
+		} `json:"list"`
+	} `json:"templating"`
+	Panels []struct {
+		ID      int    `json:"id"`
+		Type    string `json:"type"`
+		Title   string `json:"title"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+	} `json:"panels"`
+}
+
+func readDashboard(t *testing.T) dashboard {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("grafana", "dashboard.json"))
+	require.NoError(t, err)
+	var d dashboard
+	require.NoError(t, json.Unmarshal(b, &d), "grafana/dashboard.json")
+	return d
+}
+
+func TestDashboard(t *testing.T) {
+	d := readDashboard(t)
+	assert.GreaterOrEqual(t, d.SchemaVersion, 36)
+	assert.True(t, slices.ContainsFunc(d.Templating.List, func(v struct {
+		Name       string `json:"name"`
+		Type       string `json:"type"`
+		Definition string `json:"definition"`
+	}) bool {
+		return v.Name == "stream" && v.Type == "query"
+	}), "the dashboard needs a stream template variable")
+	ids := map[int]bool{}
+	for _, p := range d.Panels {
+		assert.False(t, ids[p.ID], "panel id %d used twice", p.ID)
+		ids[p.ID] = true
+		if p.Type == "row" {
+			continue
+		}
+		require.NotEmpty(t, p.Targets, "panel %q has no query", p.Title)
+		for _, tg := range p.Targets {
+			if strings.Contains(tg.Expr, "amp_bridge_") {
+				assert.Contains(t, tg.Expr, `stream=~"$stream"`, "panel %q ignores the stream variable: %s", p.Title, tg.Expr)
+			}
+		}
+	}
+}
+
+type ruleFile struct {
+	Groups []struct {
+		Name  string `yaml:"name"`
+		Rules []struct {
+			Alert       string            `yaml:"alert"`
+			Expr        string            `yaml:"expr"`
+			For         string            `yaml:"for"`
+			Labels      map[string]string `yaml:"labels"`
+			Annotations map[string]string `yaml:"annotations"`
+		} `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+func readRules(t *testing.T) ruleFile {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("prometheus", "alerts.yaml"))
+	require.NoError(t, err)
+	var rf ruleFile
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	require.NoError(t, dec.Decode(&rf), "prometheus/alerts.yaml")
+	require.NotEmpty(t, rf.Groups)
+	return rf
+}
+
+func TestAlertRules(t *testing.T) {
+	rf := readRules(t)
+	seen := map[string]bool{}
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			require.NotEmpty(t, r.Alert, "group %s: a rule without alert name", g.Name)
+			assert.False(t, seen[r.Alert], "alert %s defined twice", r.Alert)
+			seen[r.Alert] = true
+			assert.NotEmpty(t, strings.TrimSpace(r.Expr), "%s: expr", r.Alert)
+			assert.Contains(t, []string{"critical", "warning", "info"}, r.Labels["severity"], "%s: severity", r.Alert)
+			assert.NotEmpty(t, r.Annotations["summary"], "%s: summary", r.Alert)
+			assert.Greater(t, len(r.Annotations["description"]), 80, "%s: the description must say what to do", r.Alert)
+			if r.For != "" {
+				_, err := time.ParseDuration(r.For)
+				assert.NoError(t, err, "%s: for", r.Alert)
+			}
+			if strings.Contains(r.Expr, "amp_bridge_") {
+				assert.Contains(t, r.Expr, bridgeJob, "%s: select the bridge's targets", r.Alert)
+			}
+		}
+	}
+	// The situations the operators asked alerts for.
+	for _, a := range []string{"AmpBridgeDown", "AmpBridgeNotReady", "AmpBridgeNoCommits", "AmpBridgeStuck",
+		"AmpBridgeCheckpointOld", "AmpBridgeTxnAborts", "AmpBridgeStreamRestarts", "AmpBridgeDeepReorg",
+		"AmpBridgeCheckpointErrors", "AmpBridgeReconciliationRefused"} {
+		assert.True(t, seen[a], "alert %s missing", a)
+	}
+}
+
+// TestMetricNamesExist fails on any metric name in the alerts or the
+// dashboard that the bridge does not export, and on any of the bridge's own
+// metrics the dashboard does not show.
+func TestMetricNamesExist(t *testing.T) {
+	known, own := knownMetrics(t)
+	type use struct{ where, expr string }
+	var uses []use
+	for _, g := range readRules(t).Groups {
+		for _, r := range g.Rules {
+			uses = append(uses, use{"alert " + r.Alert, r.Expr})
+		}
+	}
+	d := readDashboard(t)
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			uses = append(uses, use{"panel " + p.Title, tg.Expr})
+		}
+	}
+	labelValues := regexp.MustCompile(`^label_values\((.*),\s*\w+\)$`)
+	for _, v := range d.Templating.List {
+		if v.Type == "query" {
+			m := labelValues.FindStringSubmatch(v.Definition)
+			require.NotNil(t, m, "variable %s: want label_values(metric, label), got %q", v.Name, v.Definition)
+			uses = append(uses, use{"variable " + v.Name, m[1]})
+		}
+	}
+	require.Greater(t, len(uses), 20)
+	onDashboard := map[string]bool{}
+	for _, u := range uses {
+		bad, err := unknownMetrics(u.expr, known)
+		require.NoError(t, err, u.where)
+		assert.Empty(t, bad, "%s uses metrics the bridge does not export: %s", u.where, u.expr)
+		if strings.HasPrefix(u.where, "panel ") {
+			names, _ := metricNames(u.expr)
+			for _, n := range names {
+				for _, suf := range []string{"", "_bucket", "_sum", "_count"} {
+					onDashboard[strings.TrimSuffix(n, suf)] = true
+				}
+			}
+		}
+	}
+	for n := range own {
+		assert.True(t, onDashboard[n], "the dashboard shows no panel for %s", n)
+	}
+}
+
+// TestMetricChecker proves the name check can fail.
+func TestMetricChecker(t *testing.T) {
+	known := map[string]bool{"amp_bridge_txn_commit_seconds": true, "amp_bridge_reorgs_total": true}
+	tests := []struct {
+		name    string
+		expr    string
+		unknown []string
+		wantErr bool
+	}{
+		{"unknown counter", `rate(amp_bridge_rows_published_total[5m])`, []string{"amp_bridge_rows_published_total"}, false},
+		{"histogram suffix", `histogram_quantile(0.99, sum by (le, stream) (rate(amp_bridge_txn_commit_seconds_bucket{stream=~"$stream"}[$__rate_interval])))`, nil, false},
+		{"suffix of an unknown base", `amp_bridge_reorgs_bucket`, []string{"amp_bridge_reorgs_bucket"}, false},
+		{"grouping lists and keywords", `sum by (instance, stream) (increase(amp_bridge_reorgs_total{job="x", le="64"}[1h])) > 0 and on (instance) up == 1 unless amp_bridge_reorgs_total offset 10m`, nil, false},
+		{"label names in strings are not metrics", `label_replace(amp_bridge_reorgs_total, "dst", "$1", "src", "(.*)")`, nil, false},
+		{"two unknown", `foo_total / bar_total`, []string{"foo_total", "bar_total"}, false},
+		{"unbalanced", `sum(rate(amp_bridge_reorgs_total[5m])`, nil, true},
+		{"unterminated matcher", `amp_bridge_reorgs_total{job="x"`, nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := unknownMetrics(tt.expr, known)
+			if tt.wantErr {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.unknown, got)
+		})
+	}
+}
+
+// ---- promtool --------------------------------------------------------------
+
+// promtool returns the path of promtool: BRIDGE_TEST_PROMTOOL (written by
+// deploy/local/stack.sh start tools, which make test runs), else the PATH.
+// Without it the test fails when BRIDGE_TEST_REQUIRE names promtool (or
+// all), and skips naming the variable otherwise.
+func promtool(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("BRIDGE_TEST_PROMTOOL"); p != "" {
+		return p
+	}
+	p, err := exec.LookPath("promtool")
+	if err == nil {
+		return p
+	}
+	msg := "promtool is not installed: set BRIDGE_TEST_PROMTOOL or run deploy/local/stack.sh start tools (Debian package prometheus)"
+	if testenv.Required("promtool") {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+func runPromtool(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), promtool(t), args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "promtool %s:\n%s", strings.Join(args, " "), out)
+}
+
+// TestAlertRulesPromtool checks the rules with promtool and runs the alert
+// unit tests of prometheus/alerts_test.yaml against a copy of the rules
+// without annotations (promtool compares expanded annotations as well, and
+// the runbook texts are not repeated in the unit tests).
+func TestIntegrationAlertRulesPromtool(t *testing.T) {
+	runPromtool(t, "prometheus", "check", "rules", "alerts.yaml")
+
+	var rules map[string]any
+	b, err := os.ReadFile(filepath.Join("prometheus", "alerts.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(b, &rules))
+	groups, ok := rules["groups"].([]any)
+	require.True(t, ok, "alerts.yaml: groups is not a list")
+	for _, g := range groups {
+		rs, ok := g.(map[string]any)["rules"].([]any)
+		require.True(t, ok, "alerts.yaml: a group without rules")
+		for _, r := range rs {
+			delete(r.(map[string]any), "annotations")
+		}
+	}
+	stripped, err := yaml.Marshal(rules)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "alerts.yaml"), stripped, 0o600))
+	tests, err := os.ReadFile(filepath.Join("prometheus", "alerts_test.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "alerts_test.yaml"), tests, 0o600))
+	runPromtool(t, dir, "test", "rules", "alerts_test.yaml")
+}
+
+// TestDashboardQueriesPromtool checks the PromQL syntax of every dashboard
+// query by handing them to promtool as recording rules, with the Grafana
+// variables replaced.
+func TestIntegrationDashboardQueriesPromtool(t *testing.T) {
+	bin := promtool(t)
+	vars := strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$stream", ".*")
+	type rule struct {
+		Record string `yaml:"record"`
+		Expr   string `yaml:"expr"`
+	}
+	var rs []rule
+	for _, p := range readDashboard(t).Panels {
+		for i, tg := range p.Targets {
+			rs = append(rs, rule{Record: fmt.Sprintf("dashboard:panel%d_%d", p.ID, i), Expr: vars.Replace(tg.Expr)})
+		}
+	}
+	require.NotEmpty(t, rs)
+	b, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": rs}}})
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "dashboard-rules.yaml")
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	out, err := exec.CommandContext(t.Context(), bin, "check", "rules", path).CombinedOutput()
+	require.NoError(t, err, "dashboard queries that are not valid PromQL:\n%s", out)
+}
