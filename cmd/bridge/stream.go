@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
@@ -257,6 +258,14 @@ func (r *streamRunner) setup(ctx context.Context) error {
 	}
 	if r.reader, err = sink.NewReader(ctx, r.deps.kafka, r.deps.sinkDeps); err != nil {
 		return fmt.Errorf("starting the reader of stream %s: %w", r.cfg.ID, err)
+	}
+	// Create every series at zero, so increase() sees the first event.
+	for _, o := range offsets.Outcomes() {
+		r.deps.metrics.reconciliations.WithLabelValues(r.cfg.ID, o.String())
+	}
+	for _, c := range []*prometheus.CounterVec{r.deps.metrics.polled, r.deps.metrics.batchesCommitted, r.deps.metrics.reorgs,
+		r.deps.metrics.retractions, r.deps.metrics.reconnects, r.deps.metrics.restarts, r.deps.metrics.checkpointErrors} {
+		c.WithLabelValues(r.cfg.ID)
 	}
 	dec, err := offsets.Recover(ctx, r.deps.store, &controlReader{reader: r.reader, codec: r.deps.control, topic: r.deps.controlTopic()},
 		r.cfg.ID, r.fingerprint, r.deps.now())

@@ -367,10 +367,13 @@ func TestRunHTTPEndpoints(t *testing.T) {
 	}, 30*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool {
 		_, body := httpGet(t, "http://"+addr+"/metrics")
-		return strings.Contains(body, `amp_bridge_batches_committed_total{stream="`+h.cfg.Streams[0].ID+`"}`)
+		return strings.Contains(body, `amp_bridge_committed_block{`)
 	}, 30*time.Second, 20*time.Millisecond)
 	_, body = httpGet(t, "http://"+addr+"/metrics")
-	assert.Contains(t, body, "amp_bridge_reconciliations_total")
+	assert.Contains(t, body, `amp_bridge_reconciliations_total{outcome="refused_store_ahead",stream="`+h.cfg.Streams[0].ID+`"} 0`,
+		"every outcome's series exists from the start")
+	assert.Contains(t, body, `amp_bridge_reorgs_total{stream="`+h.cfg.Streams[0].ID+`"} 0`)
+	assert.Contains(t, body, `amp_bridge_batches_committed_total{stream="`+h.cfg.Streams[0].ID+`"} 1`)
 	assert.Contains(t, body, "amp_bridge_txn_commits_total", "the sink's transaction metrics are on the same registry")
 	assert.Contains(t, body, "amp_bridge_records_written_total")
 	head, _ := h.sim.Head()
