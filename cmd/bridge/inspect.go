@@ -17,6 +17,7 @@ import (
 func cmdSchema(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("schema", flag.ContinueOnError)
 	streamID := fs.String("stream", "", "stream (default: every stream)")
+	network := fs.String("network", "", "network for topics named with {network}")
 	b, err := openFromFlags(ctx, fs, args, stderr, true)
 	if err != nil {
 		return err
@@ -37,7 +38,14 @@ func cmdSchema(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		topic := topicFor(sc.Topic, sc.ID)
+		var nets []string
+		if *network != "" {
+			nets = []string{*network}
+		}
+		topic, err := topicName(sc.Topic, sc.ID, nets)
+		if err != nil {
+			return fmt.Errorf("%w (pass -network)", err)
+		}
 		schemas, err := encode.BuildSchemas(encode.Config{Stream: sc.ID, Topic: topic, KeyColumns: sc.KeyColumns, Envelope: env, Version: buildVersion()}, s)
 		if err != nil {
 			return fmt.Errorf("stream %s: %w", sc.ID, err)

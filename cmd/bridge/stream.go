@@ -120,11 +120,6 @@ func fingerprintOf(sql string, s *arrow.Schema) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// topicFor resolves the data topic template.
-func topicFor(template, stream string) string {
-	return strings.ReplaceAll(template, "{stream}", stream)
-}
-
 // permanent reports whether retrying cannot fix err: the data, the
 // configuration or another instance is in the way, and an operator must act.
 // Everything else (a broker or Redis restarting, Amp unavailable, an unknown
@@ -194,8 +189,9 @@ func (r *streamRunner) close(ctx context.Context) {
 	r.out.Reset()
 }
 
-// setup prepares schemas, topics, the producer (which fences a previous
-// instance and aborts its open transaction) and the checkpoint.
+// setup prepares the control topic, the producer (which fences a previous
+// instance and aborts its open transaction), the checkpoint and the reorg
+// state, and the data topic when its name is known (see setupTopic).
 func (r *streamRunner) setup(ctx context.Context) error {
 	schema, err := r.deps.amp.Schema(ctx, r.cfg.SQL)
 	if err != nil {
@@ -203,51 +199,10 @@ func (r *streamRunner) setup(ctx context.Context) error {
 	}
 	r.schema = schema
 	r.fingerprint = fingerprintOf(r.cfg.SQL, schema)
-	r.topic = topicFor(r.cfg.Topic, r.cfg.ID)
-	if strings.Contains(r.topic, "{network}") {
-		return fmt.Errorf("config streams (%s).topic: {network} is not supported yet; name the topic with {stream} or literally: %w", r.cfg.ID, errConfig)
-	}
-	encCfg := encode.Config{Stream: r.cfg.ID, Topic: r.topic, KeyColumns: r.cfg.KeyColumns, Version: r.deps.version}
-	if encCfg.Envelope, err = encode.ParseEnvelope(r.cfg.Envelope); err != nil {
-		return fmt.Errorf("config streams (%s).envelope: %w", r.cfg.ID, err)
-	}
-	if r.enc, err = encode.NewEncoder(encCfg, schema); err != nil {
-		return fmt.Errorf("compiling the Avro encoder of stream %s: %w", r.cfg.ID, err)
-	}
-	if r.deps.registry != nil {
-		if err := r.deps.registry.Prepare(ctx, r.topic, r.enc); err != nil {
-			return fmt.Errorf("registering the schemas of stream %s: %w", r.cfg.ID, err)
-		}
-	} else {
-		vf, err := encode.SingleObjectFraming(r.enc.Schemas().Value)
-		if err != nil {
-			return err
-		}
-		var kf encode.Framing
-		if r.enc.Schemas().Key != "" {
-			if kf, err = encode.SingleObjectFraming(r.enc.Schemas().Key); err != nil {
-				return err
-			}
-		}
-		r.enc.SetFraming(vf, kf)
-	}
-	r.retractor = encode.NewRetractor()
-	if err := r.retractor.Add(r.enc.ValueFraming(), r.enc.Schemas().Value); err != nil {
-		return err
-	}
-
-	keyMode, cleanup := sink.KeyBatch, sink.CleanupDelete
-	if r.cfg.Key == KeyRow {
-		keyMode = sink.KeyRow
-	}
-	states, err := r.deps.admin.EnsureTopics(ctx,
-		sink.TopicSpec{Name: r.topic, Kind: sink.TopicData, KeyMode: keyMode, Partitions: int32(r.cfg.Partitions),
-			ReplicationFactor: int16(r.deps.replicationFactor()), CleanupPolicy: cleanup},
-		sink.TopicSpec{Name: r.deps.controlTopic(), Kind: sink.TopicControl, Partitions: 1,
-			ReplicationFactor: int16(r.deps.replicationFactor())},
-	)
-	if err != nil {
-		return fmt.Errorf("preparing the topics of stream %s: %w", r.cfg.ID, err)
+	r.topic, r.enc = "", nil
+	if _, err := r.deps.admin.EnsureTopics(ctx, sink.TopicSpec{Name: r.deps.controlTopic(), Kind: sink.TopicControl,
+		Partitions: 1, ReplicationFactor: int16(r.deps.replicationFactor())}); err != nil {
+		return fmt.Errorf("preparing the control topic of stream %s: %w", r.cfg.ID, err)
 	}
 
 	// The producer first: initialising the transactional id fences a
@@ -274,9 +229,6 @@ func (r *streamRunner) setup(ctx context.Context) error {
 		return fmt.Errorf("reconciling the checkpoint of stream %s with Kafka: %w", r.cfg.ID, err)
 	}
 	r.committed = dec.Checkpoint
-	if err := r.checkPartitions(states); err != nil {
-		return err
-	}
 	r.log.Info("checkpoint reconciled", "outcome", dec.Outcome.String(), "version", r.committed.Version,
 		"cursor", cursorText(r.committed.Cursor()), "retained_batches", len(r.committed.Batches))
 	rcfg := reorg.DefaultConfig()
@@ -292,7 +244,78 @@ func (r *streamRunner) setup(ctx context.Context) error {
 	}
 	r.resume = r.committed.Cursor()
 	r.rowOffset = map[string]int64{}
+	// The data topic: now when its name does not depend on the network or
+	// the checkpoint names the network; else at the first block range.
+	if !strings.Contains(r.cfg.Topic, "{network}") {
+		return r.setupTopic(ctx, nil)
+	}
+	if nets := r.committed.Cursor().Networks(); len(nets) > 0 {
+		return r.setupTopic(ctx, nets)
+	}
 	return nil
+}
+
+// topicName resolves the data topic template for the stream's networks.
+func topicName(template, stream string, networks []string) (string, error) {
+	t := strings.ReplaceAll(template, "{stream}", stream)
+	if !strings.Contains(t, "{network}") {
+		return t, nil
+	}
+	if len(networks) != 1 {
+		return "", fmt.Errorf("config streams (%s).topic %q uses {network}, but the stream spans networks %v; "+
+			"name the topic without {network}: %w", stream, template, networks, errConfig)
+	}
+	return strings.ReplaceAll(t, "{network}", networks[0]), nil
+}
+
+// setupTopic compiles the encoder, registers the schemas and prepares the
+// data topic for the stream's networks.
+func (r *streamRunner) setupTopic(ctx context.Context, networks []string) error {
+	topic, err := topicName(r.cfg.Topic, r.cfg.ID, networks)
+	if err != nil {
+		return err
+	}
+	encCfg := encode.Config{Stream: r.cfg.ID, Topic: topic, KeyColumns: r.cfg.KeyColumns, Version: r.deps.version}
+	if encCfg.Envelope, err = encode.ParseEnvelope(r.cfg.Envelope); err != nil {
+		return fmt.Errorf("config streams (%s).envelope: %w: %w", r.cfg.ID, err, errConfig)
+	}
+	enc, err := encode.NewEncoder(encCfg, r.schema)
+	if err != nil {
+		return fmt.Errorf("compiling the Avro encoder of stream %s: %w", r.cfg.ID, err)
+	}
+	if r.deps.registry != nil {
+		if err := r.deps.registry.Prepare(ctx, topic, enc); err != nil {
+			return fmt.Errorf("registering the schemas of stream %s: %w", r.cfg.ID, err)
+		}
+	} else {
+		vf, err := encode.SingleObjectFraming(enc.Schemas().Value)
+		if err != nil {
+			return err
+		}
+		var kf encode.Framing
+		if enc.Schemas().Key != "" {
+			if kf, err = encode.SingleObjectFraming(enc.Schemas().Key); err != nil {
+				return err
+			}
+		}
+		enc.SetFraming(vf, kf)
+	}
+	r.retractor = encode.NewRetractor()
+	if err := r.retractor.Add(enc.ValueFraming(), enc.Schemas().Value); err != nil {
+		return err
+	}
+	keyMode := sink.KeyBatch
+	if r.cfg.Key == KeyRow {
+		keyMode = sink.KeyRow
+	}
+	states, err := r.deps.admin.EnsureTopics(ctx,
+		sink.TopicSpec{Name: topic, Kind: sink.TopicData, KeyMode: keyMode, Partitions: int32(r.cfg.Partitions),
+			ReplicationFactor: int16(r.deps.replicationFactor()), CleanupPolicy: sink.CleanupDelete})
+	if err != nil {
+		return fmt.Errorf("preparing the data topic of stream %s: %w", r.cfg.ID, err)
+	}
+	r.topic, r.enc = topic, enc
+	return r.checkPartitions(states)
 }
 
 // checkPartitions checks, in batch-key mode, that every retained batch's
@@ -423,6 +446,15 @@ func (r *streamRunner) handle(ctx context.Context, env source.Envelope) error {
 	if env.Batch != nil {
 		rows = int(env.Batch.NumRows())
 		r.deps.metrics.polled.WithLabelValues(r.cfg.ID).Add(float64(rows))
+	}
+	if r.enc == nil && len(env.Ranges) > 0 {
+		nets := make([]string, len(env.Ranges))
+		for i, rg := range env.Ranges {
+			nets[i] = rg.Network
+		}
+		if err := r.setupTopic(ctx, nets); err != nil {
+			return err
+		}
 	}
 	events, err := r.machine.Apply(env.Ranges, env.Complete, rows)
 	var reconnect *reorg.ReconnectError

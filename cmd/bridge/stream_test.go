@@ -468,3 +468,36 @@ func TestRunRefusesChangedPartitionCount(t *testing.T) {
 	require.ErrorIs(t, err, errConfig)
 	assert.Contains(t, err.Error(), "partition count changed under a running stream")
 }
+
+// TestRunNetworkTopic names the data topic with {network}: resolved at the
+// first block range on a fresh start, from the checkpoint on a restart.
+func TestRunNetworkTopic(t *testing.T) {
+	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 6}}, 128)
+	h.cfg.Streams[0].Topic = h.cfg.Streams[0].ID + ".{network}.txs"
+	stop := h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+	require.NoError(t, h.sim.Reorg(1, 2))
+	stop = h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+	var out strings.Builder
+	b, err := newBridge(t.Context(), h.cfg, testLogger(t), nil)
+	require.NoError(t, err)
+	defer b.close()
+	b.verifyWait = 300 * time.Millisecond
+	require.NoError(t, b.verify(t.Context(), h.cfg.Streams[0].ID, &out))
+	assert.Contains(t, out.String(), "topic "+h.cfg.Streams[0].ID+".mainnet.txs")
+	assert.Contains(t, out.String(), "verdict: OK")
+}
+
+func TestTopicName(t *testing.T) {
+	got, err := topicName("amp.{stream}.{network}", "s", []string{"base"})
+	require.NoError(t, err)
+	assert.Equal(t, "amp.s.base", got)
+	got, err = topicName("amp.{stream}", "s", nil)
+	require.NoError(t, err)
+	assert.Equal(t, "amp.s", got)
+	_, err = topicName("amp.{network}", "s", []string{"a", "b"})
+	require.ErrorIs(t, err, errConfig)
+}

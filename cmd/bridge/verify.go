@@ -81,21 +81,7 @@ type rowState struct {
 }
 
 func (v *verifier) verify(ctx context.Context, sc StreamConfig, version string) (verifyReport, error) {
-	rep := verifyReport{Stream: sc.ID, Topic: topicFor(sc.Topic, sc.ID)}
-	schema, err := v.amp.Schema(ctx, sc.SQL)
-	if err != nil {
-		return rep, fmt.Errorf("planning the stream's SQL at Amp: %w", err)
-	}
-	env, err := encode.ParseEnvelope(sc.Envelope)
-	if err != nil {
-		return rep, err
-	}
-	enc, err := encode.NewEncoder(encode.Config{Stream: sc.ID, Topic: rep.Topic, KeyColumns: sc.KeyColumns, Version: version, Envelope: env}, schema)
-	if err != nil {
-		return rep, err
-	}
-	codecs := newCodecCache(enc.Schemas().Value, v.registry)
-
+	rep := verifyReport{Stream: sc.ID}
 	// Where the stream has committed to: the newest watermark's cursor.
 	cursor, err := v.committedCursor(ctx, sc.ID)
 	if err != nil {
@@ -115,6 +101,22 @@ func (v *verifier) verify(ctx context.Context, sc StreamConfig, version string) 
 	if err := v.checkCanonical(ctx, sc.SQL, cursor, v.canonicalWait); err != nil {
 		return rep, err
 	}
+	if rep.Topic, err = topicName(sc.Topic, sc.ID, cursor.Networks()); err != nil {
+		return rep, err
+	}
+	schema, err := v.amp.Schema(ctx, sc.SQL)
+	if err != nil {
+		return rep, fmt.Errorf("planning the stream's SQL at Amp: %w", err)
+	}
+	env, err := encode.ParseEnvelope(sc.Envelope)
+	if err != nil {
+		return rep, err
+	}
+	enc, err := encode.NewEncoder(encode.Config{Stream: sc.ID, Topic: rep.Topic, KeyColumns: sc.KeyColumns, Version: version, Envelope: env}, schema)
+	if err != nil {
+		return rep, err
+	}
+	codecs := newCodecCache(enc.Schemas().Value, v.registry)
 
 	// Replay the topic: inserts, retractions, tombstones.
 	records, err := v.reader.ReadTopic(ctx, rep.Topic)
