@@ -34,6 +34,9 @@ Usage:
   bridge status -c bridge.yaml     each stream's checkpoint: cursor, last commit, retained batches
   bridge schema -c bridge.yaml [-stream S]
                                    print the Avro schemas a stream registers
+  bridge rewind -c bridge.yaml -stream S -to-block N
+                                   retract what stream S published from block N on and
+                                   make it resume there (stop the running bridge first)
   bridge validate -c bridge.yaml   check a configuration without connecting
   bridge version                   print the version
 
@@ -71,6 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdDemo(ctx, args[1:], stdout, stderr)
 	case "verify":
 		err = cmdVerify(ctx, args[1:], stdout, stderr)
+	case "rewind":
+		err = cmdRewind(ctx, args[1:], stdout, stderr)
 	case "status":
 		err = cmdStatus(ctx, args[1:], stdout, stderr)
 	case "schema":

@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
 )
 
@@ -500,4 +501,66 @@ func TestTopicName(t *testing.T) {
 	assert.Equal(t, "amp.s", got)
 	_, err = topicName("amp.{network}", "s", []string{"a", "b"})
 	require.ErrorIs(t, err, errConfig)
+}
+
+// TestRewind retracts from a block on and resumes there.
+func TestRewind(t *testing.T) {
+	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 4}}, 128)
+	stop := h.run()
+	h.waitHead()
+	for range 8 {
+		h.sim.Mine(1)
+		h.waitHead()
+	}
+	require.NoError(t, stop())
+	b, err := newBridge(t.Context(), h.cfg, testLogger(t), nil)
+	require.NoError(t, err)
+	res, err := b.rewind(t.Context(), h.cfg.Streams[0].ID, 8)
+	b.close()
+	require.NoError(t, err)
+	assert.Equal(t, 4, res.Batches, "blocks 8..=11 were four single-block batches")
+	assert.Positive(t, res.Rows)
+	require.Len(t, res.Cursor, 1)
+	assert.Equal(t, uint64(7), res.Cursor["mainnet"].Number)
+
+	h.mu.Lock()
+	h.last = 0
+	h.mu.Unlock()
+	stop = h.run() // publishes 8..=11 again
+	h.waitHead()
+	require.NoError(t, stop())
+	rep := h.verify()
+	requireClean(t, rep)
+	assert.Equal(t, res.Rows, rep.Retracted)
+}
+
+// TestRewindRecoversAReorgDeeperThanRetention: the stream stops with
+// ErrUnrecoverable, as documented; bridge rewind below the fork brings it
+// back, with the replaced rows retracted.
+func TestRewindRecoversAReorgDeeperThanRetention(t *testing.T) {
+	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 2}}, 2)
+	stop := h.run()
+	h.waitHead()
+	for range 10 {
+		h.sim.Mine(1)
+		h.waitHead()
+	}
+	require.NoError(t, stop())
+	require.NoError(t, h.sim.Reorg(6, 7)) // replaces blocks 6..=11, retention is 2 blocks
+
+	b, err := newBridge(t.Context(), h.cfg, testLogger(t), nil)
+	require.NoError(t, err)
+	err = b.run(t.Context())
+	require.ErrorIs(t, err, reorg.ErrUnrecoverable)
+	assert.Contains(t, err.Error(), "bridge rewind")
+	_, err = b.rewind(t.Context(), h.cfg.Streams[0].ID, 5)
+	b.close()
+	require.NoError(t, err)
+
+	stop = h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+	rep := h.verify()
+	requireClean(t, rep)
+	assert.Positive(t, rep.Retracted)
 }
