@@ -550,3 +550,40 @@ func setFromString(fv reflect.Value, raw string) error {
 	}
 	return nil
 }
+
+// secretEnv are the environment variables that hold secrets; they can't be
+// set with -set (a command line is visible to every user of the machine).
+var secretEnv = []string{"BRIDGE_AMP_TOKEN", "BRIDGE_KAFKA_SASL_PASSWORD", "BRIDGE_REGISTRY_PASSWORD", "BRIDGE_CHECKPOINT_REDIS_PASSWORD"}
+
+// setFlags collects repeated -set path=value flags: the same overrides as
+// the BRIDGE_… environment variables, named by their YAML path
+// (kafka.brokers=a:9092,b:9092, streams.0.sql=...). Flags win over the
+// environment, which wins over the file.
+type setFlags map[string]string
+
+// String implements flag.Value.
+func (s setFlags) String() string { return fmt.Sprint(map[string]string(s)) }
+
+// Set implements flag.Value.
+func (s setFlags) Set(v string) error {
+	path, value, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(path) == "" {
+		return fmt.Errorf("want -set path=value, e.g. -set kafka.brokers=127.0.0.1:9092")
+	}
+	name := "BRIDGE_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(strings.TrimSpace(path)))
+	if slices.Contains(secretEnv, name) {
+		return fmt.Errorf("-set %s: secrets come only from the environment (%s) or a file, never from the command line", path, name)
+	}
+	s[name] = value
+	return nil
+}
+
+// lookup returns an environment lookup where the flags win over env.
+func (s setFlags) lookup(env func(string) (string, bool)) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		if v, ok := s[k]; ok {
+			return v, true
+		}
+		return env(k)
+	}
+}

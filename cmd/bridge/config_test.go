@@ -129,3 +129,27 @@ func TestExampleConfigIsValid(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut.String(), "does-not-exist.yaml")
 }
+
+func TestSetFlags(t *testing.T) {
+	path := writeConfig(t, minimalYAML)
+	var out, errOut strings.Builder
+	code := run(t.Context(), []string{"validate", "-c", path, "-set", "streams.0.topic=custom.{stream}", "-set", "kafka.brokers=x:1,y:2"}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+
+	sets := setFlags{}
+	require.NoError(t, sets.Set("kafka.brokers=x:1,y:2"))
+	require.NoError(t, sets.Set("streams.0.transaction.max_age=5s"))
+	c, err := LoadConfig(path, sets.lookup(envMap(map[string]string{"BRIDGE_KAFKA_BROKERS": "env:1"})))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"x:1", "y:2"}, c.Kafka.Brokers, "flags win over the environment")
+	assert.Equal(t, 5*time.Second, c.Streams[0].Transaction.MaxAge)
+
+	err = sets.Set("kafka.sasl.password=hunter2")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "BRIDGE_KAFKA_SASL_PASSWORD")
+	require.Error(t, sets.Set("novalue"))
+
+	code = run(t.Context(), []string{"validate", "-c", path, "-set", "kafka.delivery=sometimes"}, &out, &errOut)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut.String(), "kafka.delivery")
+}

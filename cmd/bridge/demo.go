@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -134,7 +135,30 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	// Drive the chain: a block every blockEvery, every reorgEvery-th a
 	// reorg, for the demo's duration; then let the bridge catch up with the
 	// head, so that verify compares a settled chain.
-	if err := driveChain(ctx, sim, o, done); err != nil {
+	// On a terminal, a summary line every few seconds.
+	summaryDone := make(chan struct{})
+	if isTerminal(stdout) {
+		began := time.Now()
+		t := time.NewTicker(3 * time.Second)
+		go func() {
+			defer t.Stop()
+			for {
+				select {
+				case <-summaryDone:
+					return
+				case <-t.C:
+					head, _ := sim.Head()
+					mu.Lock()
+					fmt.Fprintf(stdout, "-- %s: %d batches (%d rows) published, %d reorgs, %d rows retracted; chain head %d, committed %d\n",
+						time.Since(began).Round(time.Second), commits, rows, reorgs, retracted, head, lastBlock)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	err = driveChain(ctx, sim, o, done)
+	close(summaryDone)
+	if err != nil {
 		return err
 	}
 	head, _ := sim.Head()
@@ -229,4 +253,15 @@ func driveChain(ctx context.Context, sim *ampsim.Server, o demoOptions, done <-c
 			sim.Mine(1)
 		}
 	}
+}
+
+// isTerminal reports whether w is a terminal (the demo then adds live
+// summary lines; piped output stays plain).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -41,7 +41,8 @@ Usage:
   bridge version                   print the version
 
 Configuration: one YAML file; every key can be overridden by BRIDGE_<PATH>
-environment variables (BRIDGE_KAFKA_BROKERS, BRIDGE_STREAMS_0_SQL, ...).
+environment variables (BRIDGE_KAFKA_BROKERS, BRIDGE_STREAMS_0_SQL, ...) and
+by -set path=value flags (-set kafka.brokers=a:9092 -set streams.0.sql=...).
 Secrets come only from the environment or files: BRIDGE_AMP_TOKEN,
 BRIDGE_KAFKA_SASL_PASSWORD, BRIDGE_REGISTRY_PASSWORD,
 BRIDGE_CHECKPOINT_REDIS_PASSWORD.
@@ -113,10 +114,12 @@ func buildVersion() string {
 func cmdValidate(_ context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	path := fs.String("c", "bridge.yaml", "configuration file")
+	sets := setFlags{}
+	fs.Var(sets, "set", "override a configuration key: -set path=value (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := LoadConfig(*path, os.LookupEnv)
+	cfg, err := LoadConfig(*path, sets.lookup(os.LookupEnv))
 	if err != nil {
 		return err
 	}

@@ -240,10 +240,12 @@ func (b *bridge) serveHTTP(ctx context.Context, addr string) (string, func(), er
 // quiet bridge logs warnings only: it serves a one-shot command.
 func openFromFlags(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer, quiet bool) (*bridge, error) {
 	path := fs.String("c", "bridge.yaml", "configuration file")
+	sets := setFlags{}
+	fs.Var(sets, "set", "override a configuration key: -set path=value (repeatable; e.g. -set kafka.brokers=a:9092)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	cfg, err := LoadConfig(*path, os.LookupEnv)
+	cfg, err := LoadConfig(*path, sets.lookup(os.LookupEnv))
 	if err != nil {
 		return nil, err
 	}

@@ -564,3 +564,40 @@ func TestRewindRecoversAReorgDeeperThanRetention(t *testing.T) {
 	requireClean(t, rep)
 	assert.Positive(t, rep.Retracted)
 }
+
+// TestRunModes runs a reorg through the other key, envelope and retraction
+// modes and verifies each topic.
+func TestRunModes(t *testing.T) {
+	for _, m := range []struct {
+		name, envelope, retraction string
+		key                        KeyMode
+		keyCols                    []string
+	}{
+		{"row-key", "debezium", "both", KeyRow, []string{"tx_hash"}},
+		{"flat", "flat", "both", KeyBatch, nil},
+		{"retract-only", "debezium", "retract", KeyBatch, nil},
+		{"tombstone-only", "debezium", "tombstone", KeyBatch, nil},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 6}}, 128)
+			sc := &h.cfg.Streams[0]
+			sc.Envelope, sc.Retraction, sc.Key, sc.KeyColumns = m.envelope, m.retraction, m.key, m.keyCols
+			if m.key == KeyRow {
+				sc.Partitions = 3
+			}
+			require.NoError(t, h.cfg.Validate())
+			stop := h.run()
+			h.waitHead()
+			for range 3 {
+				h.sim.Mine(1)
+				h.waitHead()
+			}
+			require.NoError(t, h.sim.Reorg(2, 3))
+			h.waitHead()
+			require.NoError(t, stop())
+			rep := h.verify()
+			requireClean(t, rep)
+			assert.Positive(t, rep.Retracted)
+		})
+	}
+}
