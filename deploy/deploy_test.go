@@ -797,7 +797,7 @@ func TestAlertRules(t *testing.T) {
 			assert.Greater(t, len(r.Annotations["description"]), 80, "%s: the description must say what to do", r.Alert)
 			if r.For != "" {
 				_, err := time.ParseDuration(r.For)
-				assert.NoError(t, err, "%s: for", r.Alert)
+				require.NoError(t, err, "%s: for", r.Alert)
 			}
 			if strings.Contains(r.Expr, "amp_bridge_") {
 				assert.Contains(t, r.Expr, bridgeJob, "%s: select the bridge's targets", r.Alert)
