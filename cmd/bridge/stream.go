@@ -67,7 +67,7 @@ type streamDeps struct {
 // streamEvent is a human-readable account of one thing a stream did.
 type streamEvent struct {
 	Stream  string
-	Kind    string // "commit", "retract", "reorg", "reconnect", "resume"
+	Kind    string // "commit", "retract", "reorg", "reconnect"
 	BatchID string
 	Ranges  []reorg.BlockRange
 	Rows    int
@@ -100,7 +100,8 @@ type streamRunner struct {
 	stream  *source.Stream
 
 	// committed is the last checkpoint the store accepted (its Version is
-	// what the next commit must follow); batches is the committed batch log.
+	// what the next commit must follow); its Batches are the committed
+	// batch log that retractions read spans from.
 	committed offsets.Checkpoint
 	resume    reorg.Cursor
 
@@ -401,7 +402,7 @@ var errCommitDue = errors.New("transaction budget used up")
 // next waits for the next envelope, but no longer than the open
 // transaction's remaining time budget when it ends at a watermark.
 func (r *streamRunner) next(ctx context.Context) (source.Envelope, error) {
-	if !r.txnOpen || len(r.pending) == 0 || r.dirty {
+	if len(r.pending) == 0 || r.dirty {
 		return r.stream.Next(ctx)
 	}
 	wait := r.budget().Remaining(r.txnBegan, r.deps.now())
@@ -468,6 +469,10 @@ func (r *streamRunner) handle(ctx context.Context, env source.Envelope) error {
 				return err
 			}
 		case reorg.KindWatermark:
+			if !r.txnOpen && len(r.pending) == 0 {
+				// A microbatch without rows: the budget runs from now.
+				r.txnBegan = r.deps.now()
+			}
 			r.pending = append(r.pending, pendingBatch{wm: ev, rows: int(r.rowOffset[ev.BatchID])})
 			delete(r.rowOffset, ev.BatchID)
 			r.dirty = false

@@ -601,3 +601,20 @@ func TestRunModes(t *testing.T) {
 		})
 	}
 }
+
+// TestRunCommitsEmptyMicrobatchesWhileIdle: microbatches without rows are
+// committed (the cursor moves) even when Amp then stays silent.
+func TestRunCommitsEmptyMicrobatchesWhileIdle(t *testing.T) {
+	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 3, TxPerBlock: -1}}, 128)
+	stop := h.run()
+	h.waitHead()
+	h.sim.Mine(1)
+	h.waitHead() // fails unless the idle watermark is committed on the budget timer
+	require.NoError(t, stop())
+	b, err := newBridge(t.Context(), h.cfg, testLogger(t), nil)
+	require.NoError(t, err)
+	defer b.close()
+	var out strings.Builder
+	require.NoError(t, b.status(t.Context(), &out, time.Now()))
+	assert.Contains(t, out.String(), `"number":3`)
+}
