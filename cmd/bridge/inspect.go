@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
@@ -105,6 +106,50 @@ func (b *bridge) status(ctx context.Context, w io.Writer, now time.Time) error {
 			cp.CommittedAt.Format(time.RFC3339), now.Sub(cp.CommittedAt).Round(time.Second), store)
 		fmt.Fprintf(w, "  retained batches %d (retention %d blocks), next sequence %d, control offset %d\n",
 			len(cp.Batches), sc.RetentionBlocks, cp.Snapshot.Next, cp.ControlOffset)
+		heads, err := b.syncedHeads(ctx, sc.SQL)
+		if err != nil {
+			fmt.Fprintf(w, "  head lag: unknown (%v)\n", err)
+			continue
+		}
+		for _, net := range cp.Cursor().Networks() {
+			head, ok := heads[net]
+			if !ok {
+				fmt.Fprintf(w, "  head lag %s: unknown (Amp reports no synced range for it)\n", net)
+				continue
+			}
+			lag := int64(head) - int64(cp.Cursor()[net].Number)
+			fmt.Fprintf(w, "  head lag %s: %d block(s) (Amp synced to %d)\n", net, lag, head)
+		}
 	}
 	return nil
+}
+
+// syncedHeads asks Amp how far the stream's tables are synced: a batch
+// query's completion metadata carries, per network, the synced range of the
+// tables the plan reads (amp-protocol.md §2.6), whatever rows it returns.
+// The query returns none: it wraps the SQL with a predicate on _block_num
+// that nothing satisfies.
+func (b *bridge) syncedHeads(ctx context.Context, sql string) (map[string]uint64, error) {
+	q := fmt.Sprintf("SELECT * FROM (%s) AS amp_head WHERE amp_head._block_num < 0", strings.TrimSpace(stripSettings(sql)))
+	st, err := b.amp.Query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	heads := map[string]uint64{}
+	for {
+		env, err := st.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return heads, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if env.Complete {
+			for _, r := range env.Ranges {
+				heads[r.Network] = r.End
+			}
+		}
+		env.Release()
+	}
 }

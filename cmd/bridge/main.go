@@ -31,7 +31,7 @@ Usage:
   bridge run -c bridge.yaml        publish every configured stream
   bridge verify -c bridge.yaml [-stream S]
                                    compare a stream's topic with a fresh query at Amp
-  bridge status -c bridge.yaml     each stream's checkpoint: cursor, last commit, retained batches
+  bridge status -c bridge.yaml     each stream: cursor, head lag, last commit, retained batches
   bridge schema -c bridge.yaml [-stream S]
                                    print the Avro schemas a stream registers
   bridge rewind -c bridge.yaml -stream S -to-block N

@@ -405,6 +405,11 @@ func TestStatusShowsCheckpoint(t *testing.T) {
 	require.True(t, ok)
 	assert.Contains(t, after.String(), `"number":4,"hash":"`+hash.String())
 	assert.Contains(t, after.String(), "retained batches")
+	assert.Contains(t, after.String(), "head lag mainnet: 0 block(s) (Amp synced to 4)")
+	h.sim.Mine(3)
+	var later strings.Builder
+	require.NoError(t, b.status(t.Context(), &later, time.Now()))
+	assert.Contains(t, later.String(), "head lag mainnet: 3 block(s) (Amp synced to 7)")
 }
 
 // TestRunAtLeastOnce runs the documented at-least-once mode (no
