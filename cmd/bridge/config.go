@@ -180,6 +180,10 @@ type StreamConfig struct {
 	RetentionBlocks uint64 `yaml:"retention_blocks"`
 	// Transaction is the transaction budget.
 	Transaction TxnBudget `yaml:"transaction"`
+	// HeadPollInterval is how often the bridge asks Amp how far the
+	// stream's tables are synced, for amp_bridge_behind_head_blocks.
+	// Default 30s; a negative value (-1s) disables it.
+	HeadPollInterval time.Duration `yaml:"head_poll_interval"`
 }
 
 // TxnBudget closes a transaction at the first complete watermark after
@@ -290,6 +294,7 @@ func (c *Config) defaults() {
 		setDefault(&s.RetentionBlocks, 128)
 		setDefault(&s.Transaction.MaxRows, 50000)
 		setDefault(&s.Transaction.MaxAge, 100*time.Millisecond)
+		setDefault(&s.HeadPollInterval, 30*time.Second)
 	}
 }
 

@@ -22,6 +22,7 @@ type bridgeMetrics struct {
 	checkpointErrors *prometheus.CounterVec
 	behindSource     *prometheus.GaugeVec
 	committedBlock   *prometheus.GaugeVec
+	behindHead       *prometheus.GaugeVec
 }
 
 // newBridgeMetrics registers the metrics on reg (nil: not registered).
@@ -53,11 +54,13 @@ func newBridgeMetrics(reg prometheus.Registerer) *bridgeMetrics {
 			Help: "Age of the newest committed block (commit time minus the block's timestamp), per network."}, []string{"stream", "network"}),
 		committedBlock: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "committed_block",
 			Help: "Number of the newest committed block, per network (compare with the chain head)."}, []string{"stream", "network"}),
+		behindHead: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "behind_head_blocks",
+			Help: "Blocks between Amp's synced head and the newest committed block, per network (polled every streams[].head_poll_interval)."}, []string{"stream", "network"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.polled, m.batchesCommitted, m.reorgs, m.reorgDepth,
 			m.retractions, m.reconnects, m.restarts, m.reconciliations, m.checkpointTime, m.checkpointErrors,
-			m.behindSource, m.committedBlock)
+			m.behindSource, m.committedBlock, m.behindHead)
 	}
 	return m
 }

@@ -159,7 +159,7 @@ func (b *bridge) runner(sc StreamConfig) *streamRunner {
 		version: buildVersion(), now: time.Now, events: b.events,
 		kafkaControlTopic: b.cfg.Kafka.ControlTopic, kafkaReplication: b.cfg.Kafka.ReplicationFactor,
 		restartMin: b.cfg.Amp.ReconnectMin, restartMax: b.cfg.Amp.ReconnectMax,
-		ready: b.setReady,
+		ready: b.setReady, heads: b.syncedHeads,
 	}}
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -62,6 +63,9 @@ type streamDeps struct {
 	// events receives a line per published or retracted batch (bridge demo);
 	// nil means none.
 	events func(streamEvent)
+	// heads asks Amp how far a query's tables are synced, per network; nil
+	// disables the head poller.
+	heads func(ctx context.Context, sql string) (map[string]uint64, error)
 }
 
 // streamEvent is a human-readable account of one thing a stream did.
@@ -104,6 +108,9 @@ type streamRunner struct {
 	// batch log that retractions read spans from.
 	committed offsets.Checkpoint
 	resume    reorg.Cursor
+	// committedCursor holds the committed cursor (a reorg.Cursor never
+	// modified after it is stored) for the head poller's goroutine.
+	committedCursor atomic.Value
 
 	// The open transaction.
 	txnOpen   bool
@@ -244,6 +251,10 @@ func (r *streamRunner) setup(ctx context.Context) error {
 		r.log.Info("rewinding uncommitted events after a restart", "first_seq", ev.First, "last_seq", ev.Last)
 	}
 	r.resume = r.committed.Cursor()
+	for net, p := range r.resume {
+		r.deps.metrics.committedBlock.WithLabelValues(r.cfg.ID, net).Set(float64(p.Number))
+	}
+	r.committedCursor.Store(r.resume)
 	r.rowOffset = map[string]int64{}
 	// The data topic: now when its name does not depend on the network or
 	// the checkpoint names the network; else at the first block range.
@@ -371,6 +382,15 @@ func (r *streamRunner) runOnce(ctx context.Context) error {
 		return err
 	}
 	r.setReady(true)
+	if r.cfg.HeadPollInterval > 0 && r.deps.heads != nil {
+		pctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r.pollHead(pctx)
+		}()
+		defer func() { cancel(); <-done }()
+	}
 	for {
 		env, err := r.next(ctx)
 		if errors.Is(err, errCommitDue) {
@@ -753,6 +773,7 @@ func (r *streamRunner) commit(ctx context.Context) error {
 	r.txnOpen, r.pending, r.undo, r.txnRows = false, nil, nil, 0
 	r.out.Reset()
 	r.resume = snap.Cursor()
+	r.committedCursor.Store(snap.Cursor())
 	if err := r.deps.store.Commit(ctx, cp); err != nil {
 		if errors.Is(err, offsets.ErrFenced) {
 			return fmt.Errorf("stream %s: storing the checkpoint: %w (another instance runs this stream; stop one of them)", r.cfg.ID, err)
@@ -838,6 +859,32 @@ func (r *streamRunner) shutdown(ctx context.Context) error {
 	}
 	r.log.Info("stream stopped", "cursor", cursorText(r.committed.Cursor()), "version", r.committed.Version)
 	return nil
+}
+
+// pollHead sets amp_bridge_behind_head_blocks every HeadPollInterval until
+// ctx ends. Of the run loop's state it reads only committedCursor, which
+// the loop publishes atomically after every commit.
+func (r *streamRunner) pollHead(ctx context.Context) {
+	t := time.NewTicker(r.cfg.HeadPollInterval)
+	defer t.Stop()
+	for {
+		heads, err := r.deps.heads(ctx, r.cfg.SQL)
+		if err != nil && ctx.Err() == nil {
+			r.log.Debug("polling Amp's synced head", "err", err)
+		}
+		if c, _ := r.committedCursor.Load().(reorg.Cursor); c != nil {
+			for net, head := range heads {
+				if p, ok := c[net]; ok {
+					r.deps.metrics.behindHead.WithLabelValues(r.cfg.ID, net).Set(max(0, float64(head)-float64(p.Number)))
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 func (r *streamRunner) setReady(ok bool) {

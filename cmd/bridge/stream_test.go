@@ -347,6 +347,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 // connects, ready after) and that /metrics counts what the bridge did.
 func TestRunHTTPEndpoints(t *testing.T) {
 	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 5}}, 128)
+	h.cfg.Streams[0].HeadPollInterval = 20 * time.Millisecond
 	b, err := newBridge(t.Context(), h.cfg, testLogger(t), nil)
 	require.NoError(t, err)
 	defer b.close()
@@ -366,9 +367,10 @@ func TestRunHTTPEndpoints(t *testing.T) {
 		code, _ := httpGet(t, "http://"+addr+"/readyz")
 		return code == http.StatusOK
 	}, 30*time.Second, 20*time.Millisecond)
+	head, _ := h.sim.Head()
 	require.Eventually(t, func() bool {
 		_, body := httpGet(t, "http://"+addr+"/metrics")
-		return strings.Contains(body, `amp_bridge_committed_block{`)
+		return strings.Contains(body, fmt.Sprintf(`amp_bridge_committed_block{network="mainnet",stream="%s"} %d`, h.cfg.Streams[0].ID, head))
 	}, 30*time.Second, 20*time.Millisecond)
 	_, body = httpGet(t, "http://"+addr+"/metrics")
 	assert.Contains(t, body, `amp_bridge_reconciliations_total{outcome="refused_store_ahead",stream="`+h.cfg.Streams[0].ID+`"} 0`,
@@ -377,9 +379,11 @@ func TestRunHTTPEndpoints(t *testing.T) {
 	assert.Contains(t, body, `amp_bridge_batches_committed_total{stream="`+h.cfg.Streams[0].ID+`"} 1`)
 	assert.Contains(t, body, "amp_bridge_txn_commits_total", "the sink's transaction metrics are on the same registry")
 	assert.Contains(t, body, "amp_bridge_records_written_total")
-	head, _ := h.sim.Head()
-	assert.Contains(t, body, fmt.Sprintf(`amp_bridge_committed_block{network="mainnet",stream="%s"} %d`, h.cfg.Streams[0].ID, head))
 	assert.Contains(t, body, "amp_bridge_behind_source_seconds{")
+	require.Eventually(t, func() bool {
+		_, body := httpGet(t, "http://"+addr+"/metrics")
+		return strings.Contains(body, fmt.Sprintf(`amp_bridge_behind_head_blocks{network="mainnet",stream="%s"} 0`, h.cfg.Streams[0].ID))
+	}, 30*time.Second, 20*time.Millisecond, "the head poller reports the stream caught up")
 	cancel()
 	require.NoError(t, <-done)
 	code, _ = httpGet(t, "http://"+addr+"/readyz")
