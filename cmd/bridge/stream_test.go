@@ -33,11 +33,11 @@ type services struct {
 	brokers  []string
 	redis    string
 	registry string
-	flush    func(t *testing.T) // empties the checkpoint store
+	flush    func(t testing.TB) // empties the checkpoint store
 }
 
 // fakeServices starts kfake, miniredis and srfake for one test.
-func fakeServices(t *testing.T) services {
+func fakeServices(t testing.TB) services {
 	t.Helper()
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1))
 	require.NoError(t, err)
@@ -46,22 +46,23 @@ func fakeServices(t *testing.T) services {
 	reg := srfake.New()
 	t.Cleanup(reg.Close)
 	return services{name: "fakes", brokers: kc.ListenAddrs(), redis: mr.Addr(), registry: reg.URL(),
-		flush: func(*testing.T) { mr.FlushAll() }}
+		flush: func(testing.TB) { mr.FlushAll() }}
 }
 
 // harness runs the bridge against a simulator and services, with the
 // chain driven by the test.
 type harness struct {
-	t    *testing.T
+	t    testing.TB
 	sim  *ampsim.Server
 	cfg  *Config
 	svc  services
 	mu   sync.Mutex
 	last uint64 // last committed block
+	rows int64  // rows committed
 	seen map[string]int
 }
 
-func newHarness(t *testing.T, svc services, simCfg ampsim.Config, retention uint64) *harness {
+func newHarness(t testing.TB, svc services, simCfg ampsim.Config, retention uint64) *harness {
 	t.Helper()
 	if simCfg.TxPerBlock == 0 {
 		simCfg.TxPerBlock = 6
@@ -88,7 +89,7 @@ func newHarness(t *testing.T, svc services, simCfg ampsim.Config, retention uint
 	return &harness{t: t, sim: sim, cfg: cfg, svc: svc, seen: map[string]int{}}
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("BRIDGE_TEST_VERBOSE") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -112,6 +113,7 @@ func (h *harness) runBridge() (stop func() error, b *bridge) {
 		defer h.mu.Unlock()
 		h.seen[e.Kind]++
 		if e.Kind == "commit" {
+			h.rows += int64(e.Rows)
 			for _, r := range e.Ranges {
 				h.last = r.End
 			}
@@ -214,7 +216,7 @@ func scenarioHappyPath(t *testing.T, svc services) {
 
 func TestRunReorgsWhileConnected(t *testing.T) { scenarioReorgs(t, fakeServices) }
 
-func scenarioReorgs(t *testing.T, svcs func(*testing.T) services) {
+func scenarioReorgs(t *testing.T, svcs func(testing.TB) services) {
 	for _, depth := range []int{1, 10, 128} {
 		t.Run(fmt.Sprintf("depth%d", depth), func(t *testing.T) {
 			h := newHarness(t, svcs(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 150}, MaxMicrobatchBlocks: 16}, 256)
@@ -299,7 +301,7 @@ func scenarioLostCheckpoint(t *testing.T, svc services) {
 // the local stack (the test fails when make test asked for them and they
 // are missing). flush deletes the test's own keys in Redis (never FLUSHDB:
 // other packages' tests share the server).
-func realServices(t *testing.T) services {
+func realServices(t testing.TB) services {
 	t.Helper()
 	redisAddr := testenv.RequireReal(t, testenv.ServiceRedis, testenv.EnvRedisAddr)
 	return services{

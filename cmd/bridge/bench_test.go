@@ -1,0 +1,77 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
+)
+
+// BenchmarkPipeline measures end-to-end rows/s from the Amp simulator to
+// Kafka (kfake, exactly-once, registry, Redis checkpoints) for the
+// transactions table, next to its peer in the same run: reading the same
+// rows from the simulator through the Flight client alone. The ratio
+// bridge/source-only is the cost of encoding, producing, transactions and
+// checkpoints. Run it with make bench or
+// go test -run '^$' -bench Pipeline -benchtime 3x ./cmd/bridge/.
+func BenchmarkPipeline(b *testing.B) {
+	const blocks = 300
+	simCfg := ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: blocks, TxPerBlock: 171, LogsPerTx: -1}, MaxMicrobatchBlocks: 50}
+
+	b.Run("source-only", func(b *testing.B) {
+		sim, err := ampsim.New(simCfg)
+		require.NoError(b, err)
+		require.NoError(b, sim.Start(b.Context()))
+		defer sim.Close()
+		cfg := source.DefaultConfig()
+		cfg.Addr = sim.Addr()
+		cl, err := source.New(cfg, source.Deps{})
+		require.NoError(b, err)
+		defer cl.Close()
+		var rows int64
+		b.ResetTimer()
+		for range b.N {
+			st, err := cl.Query(b.Context(), "SELECT * FROM eth_rpc.transactions")
+			require.NoError(b, err)
+			for {
+				env, err := st.Next(b.Context())
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				require.NoError(b, err)
+				if env.Batch != nil {
+					rows += env.Batch.NumRows()
+				}
+				env.Release()
+			}
+			_ = st.Close()
+		}
+		b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
+	})
+
+	b.Run("bridge", func(b *testing.B) {
+		var rows int64
+		var busy time.Duration
+		for range b.N {
+			b.StopTimer()
+			h := newHarness(b, fakeServices(b), simCfg, 128)
+			b.StartTimer()
+			start := time.Now()
+			stop := h.run()
+			h.waitHead()
+			busy += time.Since(start)
+			b.StopTimer()
+			require.NoError(b, stop())
+			h.mu.Lock()
+			rows += h.rows
+			h.mu.Unlock()
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(rows)/busy.Seconds(), "rows/s")
+	})
+}
