@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -125,11 +126,21 @@ func consumeCommitted(t testing.TB, cfg Config, topic string) []*kgo.Record {
 	r := newReader(t, cfg)
 	// A topic created a moment ago may not list its partitions yet: an
 	// empty map would make the consumer below stop before reading anything.
+	// Two equal reads in a row: a read racing the last commit's markers
+	// must not end the consumer early.
 	var ends map[int32]int64
 	require.Eventually(t, func() bool {
-		var err error
-		ends, err = r.highWatermarks(ctx, topic)
-		return err == nil && len(ends) > 0
+		first, err := r.highWatermarks(ctx, topic)
+		if err != nil || len(first) == 0 {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+		second, err := r.highWatermarks(ctx, topic)
+		if err != nil || !maps.Equal(first, second) {
+			return false
+		}
+		ends = second
+		return true
 	}, 10*time.Second, 10*time.Millisecond, "listing the partitions of %s", topic)
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(cfg.Brokers...),

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -318,7 +319,18 @@ func TestIntegrationFenced(t *testing.T) {
 
 		_ = first.Produce(ctx, dataRecord(topic, "zombie", 1))
 		_, err := first.Commit(ctx)
-		require.Error(t, err)
+		require.Error(t, err, "a fenced instance never commits")
+		if !b.Real {
+			// kfake races the zombie's in-flight produce against the
+			// fencing InitProducerID: about 1 run in 100 the zombie gets
+			// OUT_OF_ORDER_SEQUENCE_NUMBER instead of a fencing error, and
+			// records of either instance can go missing for read_committed
+			// consumers. test-infrastructure.md keeps fencing timing for the
+			// real-broker tier; on kfake only the outcome above is checked:
+			// the zombie's transaction does not commit.
+			assert.True(t, errors.Is(err, ErrFenced) || errors.Is(err, ErrAborted), "got %v", err)
+			return
+		}
 		assert.ErrorIs(t, err, ErrFenced, "got %v", err)
 		// The fenced producer refuses further work.
 		assert.ErrorIs(t, first.Begin(), ErrFenced)

@@ -760,9 +760,6 @@ func (r *streamRunner) commit(ctx context.Context) error {
 	if g, ok := committed.Group(controlGroup); ok && len(g.Spans) > 0 {
 		cp.ControlOffset = g.Spans[0].Last
 	}
-	for _, p := range r.pending {
-		r.emit(streamEvent{Kind: "commit", BatchID: p.wm.BatchID, Ranges: p.wm.Ranges, Rows: p.rows})
-	}
 	now := r.deps.now()
 	for _, rg := range last.Ranges {
 		r.deps.metrics.committedBlock.WithLabelValues(r.cfg.ID, rg.Network).Set(float64(rg.End))
@@ -770,11 +767,18 @@ func (r *streamRunner) commit(ctx context.Context) error {
 			r.deps.metrics.behindSource.WithLabelValues(r.cfg.ID, rg.Network).Set(now.Sub(time.Unix(int64(rg.Timestamp), 0)).Seconds())
 		}
 	}
+	published := r.pending
 	r.txnOpen, r.pending, r.undo, r.txnRows = false, nil, nil, 0
 	r.out.Reset()
 	r.resume = snap.Cursor()
 	r.committedCursor.Store(snap.Cursor())
-	if err := r.deps.store.Commit(ctx, cp); err != nil {
+	// The transaction is committed: the checkpoint write must be attempted
+	// even when the stream is shutting down, or a clean stop would leave
+	// the store behind Kafka.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	err = r.deps.store.Commit(sctx, cp)
+	cancel()
+	if err != nil {
 		if errors.Is(err, offsets.ErrFenced) {
 			return fmt.Errorf("stream %s: storing the checkpoint: %w (another instance runs this stream; stop one of them)", r.cfg.ID, err)
 		}
@@ -787,6 +791,9 @@ func (r *streamRunner) commit(ctx context.Context) error {
 		r.deps.metrics.checkpointTime.WithLabelValues(r.cfg.ID).Set(float64(cp.CommittedAt.UnixMilli()) / 1000)
 	}
 	r.committed = cp
+	for _, p := range published {
+		r.emit(streamEvent{Kind: "commit", BatchID: p.wm.BatchID, Ranges: p.wm.Ranges, Rows: p.rows})
+	}
 	return nil
 }
 
