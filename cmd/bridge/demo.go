@@ -99,7 +99,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "  Kafka (kfake)  %s   Redis (miniredis) %s   registry (srfake) %s\n", strings.Join(kc.ListenAddrs(), ","), mr.Addr(), reg.URL())
 	fmt.Fprintf(stdout, "  stream demo: %q -> topic %s\n\n", cfg.Streams[0].SQL, cfg.Streams[0].Topic)
 
-	b, err := newBridge(ctx, cfg, log, nil)
+	b, err := newBridge(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -84,9 +84,9 @@ func sourceConfig(c *Config) source.Config {
 	return s
 }
 
-// newBridge connects every shared component. The store may be given (demo);
-// otherwise it is built from the config.
-func newBridge(ctx context.Context, cfg *Config, log *slog.Logger, store offsets.Store) (*bridge, error) {
+// newBridge connects every shared component, the checkpoint store as the
+// config says.
+func newBridge(ctx context.Context, cfg *Config, log *slog.Logger) (*bridge, error) {
 	b := &bridge{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
 	b.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b.metrics = newBridgeMetrics(b.reg)
@@ -102,27 +102,25 @@ func newBridge(ctx context.Context, cfg *Config, log *slog.Logger, store offsets
 		return nil, fmt.Errorf("connecting to Kafka: %w", err)
 	}
 	b.closers = append(b.closers, b.admin.Close)
-	if b.store = store; b.store == nil {
-		switch cfg.Checkpoint.Store {
-		case "file":
-			fs, err := offsets.NewFileStore(cfg.Checkpoint.Dir, log.With("component", "offsets"))
-			if err != nil {
-				b.close()
-				return nil, fmt.Errorf("opening the checkpoint directory: %w", err)
-			}
-			b.store = fs
-		default:
-			rc := cfg.Checkpoint.Redis
-			rs, err := offsets.NewRedisStore(ctx, offsets.RedisConfig{Addr: rc.Addr, Username: rc.Username, Password: string(rc.Password),
-				DB: rc.DB, KeyPrefix: rc.KeyPrefix + ":", TLS: offsets.RedisTLS{Enabled: rc.TLS.Enabled, CAFile: rc.TLS.CAFile,
-					CertFile: rc.TLS.CertFile, KeyFile: rc.TLS.KeyFile, ServerName: rc.TLS.ServerName}}, log.With("component", "offsets"))
-			if err != nil {
-				b.close()
-				return nil, fmt.Errorf("connecting to the Redis checkpoint store: %w", err)
-			}
-			b.store = rs
-			b.closers = append(b.closers, func() { _ = rs.Close() })
+	switch cfg.Checkpoint.Store {
+	case "file":
+		fs, err := offsets.NewFileStore(cfg.Checkpoint.Dir, log.With("component", "offsets"))
+		if err != nil {
+			b.close()
+			return nil, fmt.Errorf("opening the checkpoint directory: %w", err)
 		}
+		b.store = fs
+	default:
+		rc := cfg.Checkpoint.Redis
+		rs, err := offsets.NewRedisStore(ctx, offsets.RedisConfig{Addr: rc.Addr, Username: rc.Username, Password: string(rc.Password),
+			DB: rc.DB, KeyPrefix: rc.KeyPrefix + ":", TLS: offsets.RedisTLS{Enabled: rc.TLS.Enabled, CAFile: rc.TLS.CAFile,
+				CertFile: rc.TLS.CertFile, KeyFile: rc.TLS.KeyFile, ServerName: rc.TLS.ServerName}}, log.With("component", "offsets"))
+		if err != nil {
+			b.close()
+			return nil, fmt.Errorf("connecting to the Redis checkpoint store: %w", err)
+		}
+		b.store = rs
+		b.closers = append(b.closers, func() { _ = rs.Close() })
 	}
 	if cfg.Registry.URL != "" {
 		opts := []sr.ClientOpt{sr.URLs(cfg.Registry.URL)}
@@ -253,7 +251,7 @@ func openFromFlags(ctx context.Context, fs *flag.FlagSet, args []string, stderr 
 	if quiet {
 		lc.Level = "warn"
 	}
-	return newBridge(ctx, cfg, newLogger(lc, stderr), nil)
+	return newBridge(ctx, cfg, newLogger(lc, stderr))
 }
 
 func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {

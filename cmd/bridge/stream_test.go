@@ -89,7 +89,7 @@ func newHarness(t testing.TB, svc services, simCfg ampsim.Config, retention uint
 	return &harness{t: t, sim: sim, cfg: cfg, svc: svc, seen: map[string]int{}}
 }
 
-func testLogger(t testing.TB) *slog.Logger {
+func testLogger() *slog.Logger {
 	if os.Getenv("BRIDGE_TEST_VERBOSE") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -106,7 +106,7 @@ func (h *harness) run() (stop func() error) {
 func (h *harness) runBridge() (stop func() error, b *bridge) {
 	h.t.Helper()
 	ctx, cancel := context.WithCancel(h.t.Context())
-	b, err := newBridge(ctx, h.cfg, testLogger(h.t), nil)
+	b, err := newBridge(ctx, h.cfg, testLogger())
 	require.NoError(h.t, err)
 	b.events = func(e streamEvent) {
 		h.mu.Lock()
@@ -157,7 +157,7 @@ func (h *harness) count(kind string) int {
 func (h *harness) verify() verifyReport {
 	h.t.Helper()
 	ctx := h.t.Context()
-	b, err := newBridge(ctx, h.cfg, testLogger(h.t), nil)
+	b, err := newBridge(ctx, h.cfg, testLogger())
 	require.NoError(h.t, err)
 	defer b.close()
 	b.verifyWait = 300 * time.Millisecond
@@ -350,7 +350,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 func TestRunHTTPEndpoints(t *testing.T) {
 	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 5}}, 128)
 	h.cfg.Streams[0].HeadPollInterval = 20 * time.Millisecond
-	b, err := newBridge(t.Context(), h.cfg, testLogger(t), nil)
+	b, err := newBridge(t.Context(), h.cfg, testLogger())
 	require.NoError(t, err)
 	defer b.close()
 	addr, stopHTTP, err := b.serveHTTP(t.Context(), "127.0.0.1:0")
@@ -395,7 +395,7 @@ func TestRunHTTPEndpoints(t *testing.T) {
 // TestStatusShowsCheckpoint checks bridge status after a run.
 func TestStatusShowsCheckpoint(t *testing.T) {
 	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 5}}, 128)
-	b, err := newBridge(t.Context(), h.cfg, testLogger(t), nil)
+	b, err := newBridge(t.Context(), h.cfg, testLogger())
 	require.NoError(t, err)
 	defer b.close()
 	var before strings.Builder
@@ -442,7 +442,7 @@ func TestVerifyRefusesAMovedChain(t *testing.T) {
 	h.waitHead()
 	require.NoError(t, stop())
 	require.NoError(t, h.sim.Reorg(2, 3))
-	b, err := newBridge(t.Context(), h.cfg, testLogger(t), nil)
+	b, err := newBridge(t.Context(), h.cfg, testLogger())
 	require.NoError(t, err)
 	defer b.close()
 	b.verifyWait = 2 * time.Second
@@ -473,7 +473,7 @@ func TestRunRefusesChangedPartitionCount(t *testing.T) {
 	_, err = kadm.NewClient(cl).UpdatePartitions(t.Context(), 5, h.cfg.Streams[0].Topic)
 	require.NoError(t, err)
 
-	b, err := newBridge(t.Context(), h.cfg, testLogger(t), nil)
+	b, err := newBridge(t.Context(), h.cfg, testLogger())
 	require.NoError(t, err)
 	defer b.close()
 	err = b.run(t.Context())
@@ -494,7 +494,7 @@ func TestRunNetworkTopic(t *testing.T) {
 	h.waitHead()
 	require.NoError(t, stop())
 	var out strings.Builder
-	b, err := newBridge(t.Context(), h.cfg, testLogger(t), nil)
+	b, err := newBridge(t.Context(), h.cfg, testLogger())
 	require.NoError(t, err)
 	defer b.close()
 	b.verifyWait = 300 * time.Millisecond
@@ -524,7 +524,7 @@ func TestRewind(t *testing.T) {
 		h.waitHead()
 	}
 	require.NoError(t, stop())
-	b, err := newBridge(t.Context(), h.cfg, testLogger(t), nil)
+	b, err := newBridge(t.Context(), h.cfg, testLogger())
 	require.NoError(t, err)
 	res, err := b.rewind(t.Context(), h.cfg.Streams[0].ID, 8)
 	b.close()
@@ -559,7 +559,7 @@ func TestRewindRecoversAReorgDeeperThanRetention(t *testing.T) {
 	require.NoError(t, stop())
 	require.NoError(t, h.sim.Reorg(6, 7)) // replaces blocks 6..=11, retention is 2 blocks
 
-	b, err := newBridge(t.Context(), h.cfg, testLogger(t), nil)
+	b, err := newBridge(t.Context(), h.cfg, testLogger())
 	require.NoError(t, err)
 	err = b.run(t.Context())
 	require.ErrorIs(t, err, reorg.ErrUnrecoverable)
@@ -622,7 +622,7 @@ func TestRunCommitsEmptyMicrobatchesWhileIdle(t *testing.T) {
 	h.sim.Mine(1)
 	h.waitHead() // fails unless the idle watermark is committed on the budget timer
 	require.NoError(t, stop())
-	b, err := newBridge(t.Context(), h.cfg, testLogger(t), nil)
+	b, err := newBridge(t.Context(), h.cfg, testLogger())
 	require.NoError(t, err)
 	defer b.close()
 	var out strings.Builder
