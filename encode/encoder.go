@@ -115,10 +115,11 @@ type Encoder struct {
 	perRow   int    // bytes per row of the previous batch, to pre-size the arena
 	rowAvro  bool   // row-key mode
 	debezium bool
-	run      []writer // the writers for the bound batch (plain variants)
-	keyRun   []writer
+	ops      []op // the columns of the bound batch
+	keyOps   []op
 	head     []byte // per batch: value header + envelope bytes before the row
 	mid      []byte // per batch: envelope bytes after the row up to source.block_num
+	tail     []byte // per block: mid, source.block_num and the bytes up to source.row
 }
 
 // NewEncoder compiles the Avro schemas and the column writers for s. Its
@@ -192,13 +193,8 @@ func (e *Encoder) Encode(rec arrow.RecordBatch, meta BatchMeta, out *Batch) erro
 	}
 	e.blk.bind(rec, &e.st)
 	e.buildSegments(&meta, batchID)
-	if e.st.noPlain {
-		e.run = append(e.run[:0], e.cs.cols...)
-		e.keyRun = append(e.keyRun[:0], e.cs.keyCols...)
-	} else {
-		e.run = choosePlain(e.run, e.cs.cols)
-		e.keyRun = choosePlain(e.keyRun, e.cs.keyCols)
-	}
+	e.ops = chooseOps(e.ops, e.cs.cols, e.st.noPlain)
+	e.keyOps = chooseOps(e.keyOps, e.cs.keyCols, e.st.noPlain)
 
 	n := int(rec.NumRows())
 	b, recs := out.buf, out.recs
@@ -230,25 +226,29 @@ func (e *Encoder) Encode(rec arrow.RecordBatch, meta BatchMeta, out *Batch) erro
 	e.head = append(append(e.head[:0], e.vhdr...), pre...)
 	e.mid = append(append(e.mid[:0], post...), seg1...)
 	head, mid := e.head, e.mid
-	cols, keyCols := e.run, e.keyRun
+	ops, keyOps := e.ops, e.keyOps
+	// The bytes from the end of the row up to source.row depend only on
+	// the block number, which rows of one block share: they are built when
+	// it changes and then copied at once.
+	tail, tailKey, tailNull, tailOK := e.tail[:0], uint64(0), false, false
 	start := len(b)
 	for i := range n {
 		e.st.row = i
 		vs := len(b)
 		b = append(b, head...)
-		b = writeRow(b, cols, i)
-		b = append(b, mid...)
-		b = e.blk.append(b, i)
-		b = append(b, seg2...)
+		b = writeOps(b, ops, i)
+		if k, null := e.blk.key(i); !tailOK || k != tailKey || null != tailNull {
+			tail = append(e.blk.append(append(tail[:0], mid...), i), seg2...)
+			tailKey, tailNull, tailOK = k, null, e.st.err == nil
+		}
+		b = append(b, tail...)
 		b = appendLong(b, meta.RowOffset+int64(i))
 		b = append(b, seg3...)
 		ve := len(b)
 		if e.rowAvro {
 			ks = len(b)
 			b = append(b, e.khdr...)
-			for _, w := range keyCols {
-				b = w.write(b, i)
-			}
+			b = writeOps(b, keyOps, i)
 			ke = len(b)
 		}
 		if e.st.err != nil {
@@ -259,6 +259,7 @@ func (e *Encoder) Encode(rec arrow.RecordBatch, meta BatchMeta, out *Batch) erro
 		}
 		recs = append(recs, recSpan{vs, ve, ks, ke})
 	}
+	e.tail = tail
 	if n > 0 {
 		e.perRow = (len(b)-start)/n + 16
 	}
@@ -401,6 +402,26 @@ func (r *blockNumReader) bind(rec arrow.RecordBatch, st *encState) {
 	case arrow.INT32:
 		r.i32 = arrow.GetData[int32](buf(a, 1))
 	}
+}
+
+// key returns the raw block number of row i, or null: rows with equal keys
+// have equal source.block_num.
+func (r *blockNumReader) key(i int) (k uint64, null bool) {
+	if r.col < 0 || r.v.isNull(i) {
+		return 0, true
+	}
+	j := r.v.off + i
+	switch {
+	case r.u64 != nil:
+		return r.u64[j], false
+	case r.i64 != nil:
+		return uint64(r.i64[j]), false
+	case r.u32 != nil:
+		return uint64(r.u32[j]), false
+	case r.i32 != nil:
+		return uint64(uint32(r.i32[j])), false
+	}
+	return 0, true
 }
 
 func (r *blockNumReader) append(b []byte, i int) []byte {

@@ -49,25 +49,28 @@ func TestPlainWritersMatchGeneral(t *testing.T) {
 				require.Equal(t, g.Value(i), p.Value(i), "value of row %d", i)
 				require.Equal(t, g.Key(i), p.Key(i), "key of row %d", i)
 			}
-			// the plain writers were in use for at least one column
+			// inline ops (or plain writers) were in use for at least one
+			// column, and only the general writers in the other encoder
 			n := 0
-			for j, w := range plain.run {
-				if w != plain.cs.cols[j] {
+			for j, o := range plain.ops {
+				if o.kind != opWriter || o.w != plain.cs.cols[j] {
 					n++
 				}
 			}
 			require.Positive(t, n)
+			for j, o := range general.ops {
+				require.True(t, o.kind == opWriter && o.w == general.cs.cols[j], "column %d: general writer", j)
+			}
 		})
 	}
 }
 
-// TestWriteRowManyColumns covers the columns past writeRow's unrolled call
-// sites.
-func TestWriteRowManyColumns(t *testing.T) {
+// TestEncodeManyColumns encodes a wide record (71 columns).
+func TestEncodeManyColumns(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	var fs []arrow.Field
-	for i := range unrolledCols + 7 {
+	for i := range 71 {
 		dt := arrow.DataType(arrow.PrimitiveTypes.Int64)
 		if i%3 == 1 {
 			dt = arrow.BinaryTypes.String

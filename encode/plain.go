@@ -227,13 +227,3 @@ func (v *valid) plainChild(w writer) writer {
 	}
 	return plainOf(w)
 }
-
-// choosePlain fills run with the writer to use for each column of the bound
-// batch: the plain variant where one applies, else the writer itself.
-func choosePlain(run, ws []writer) []writer {
-	run = run[:0]
-	for _, w := range ws {
-		run = append(run, plainOf(w))
-	}
-	return run
-}

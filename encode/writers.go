@@ -101,9 +101,7 @@ func appendLong(b []byte, v int64) []byte {
 
 // appendVarint writes u (at least 0x80) as a varint. Values of up to four
 // bytes (block numbers, gas, indexes) are appended directly; longer ones
-// without branches per byte: it reserves the maximum 10 bytes, stores all ten
-// 7-bit groups with their continuation bits, clears the bit of the last
-// significant group and keeps only the significant bytes.
+// with putVarintWide.
 func appendVarint(b []byte, u uint64) []byte {
 	switch {
 	case u < 1<<14:
@@ -117,7 +115,14 @@ func appendVarint(b []byte, u uint64) []byte {
 	if cap(b)-p < 10 {
 		b = growSlow(b, 10)
 	}
-	d := b[p : p+10 : p+10]
+	return b[:p+putVarintWide((*[10]byte)(b[p:p+10]), u)]
+}
+
+// putVarintWide writes u (at least 0x80) as a varint without branches per
+// byte: it stores all ten 7-bit groups with their continuation bits, clears
+// the bit of the last significant group and returns the number of
+// significant bytes.
+func putVarintWide(d *[10]byte, u uint64) int {
 	d[0] = byte(u) | 0x80
 	d[1] = byte(u>>7) | 0x80
 	d[2] = byte(u>>14) | 0x80
@@ -130,7 +135,7 @@ func appendVarint(b []byte, u uint64) []byte {
 	d[9] = byte(u >> 63)
 	n := (bits.Len64(u) + 6) / 7 // 2..10
 	d[n-1] &^= 0x80
-	return b[:p+n]
+	return n
 }
 
 // growSlow returns b with room for n more bytes. It is kept out of line so
