@@ -64,6 +64,15 @@ type Watermark struct {
 	// encoded by the offsets package: what reconciliation rebuilds a lost
 	// or stale checkpoint store from. Empty in events that carry none.
 	Checkpoint []byte
+	// Backfill is set on the watermarks of a backfill: the partition the
+	// listed batches belong to. Their ranges are the blocks published.
+	Backfill *BackfillPartition
+}
+
+// BackfillPartition is the half-open block span [From, To) of a backfill
+// partition.
+type BackfillPartition struct {
+	From, To uint64
 }
 
 // InvalidatedRange is the block range of one network an Undo invalidates.
@@ -193,7 +202,20 @@ func (c *ControlCodec) AppendWatermark(dst []byte, w Watermark) ([]byte, error) 
 		}
 		batches = append(batches, map[string]any{"batch_id": b.BatchID, "sequence": bseq, "ranges": ranges, "rows": brows, "spans": spans})
 	}
-	native := map[string]any{"stream": w.Stream, "sequence": seq, "ts_ms": w.TsMs, "cursor": cursor, "batches": batches, "rows": rows, "checkpoint": nonNilBytes(w.Checkpoint)}
+	var backfill any
+	if p := w.Backfill; p != nil {
+		from, err := toLong("backfill from", p.From)
+		if err != nil {
+			return dst, fmt.Errorf("encoding watermark: %w", err)
+		}
+		to, err := toLong("backfill to", p.To)
+		if err != nil {
+			return dst, fmt.Errorf("encoding watermark: %w", err)
+		}
+		backfill = goavro.Union("amp.bridge.control.BackfillPartition", map[string]any{"from": from, "to": to})
+	}
+	native := map[string]any{"stream": w.Stream, "sequence": seq, "ts_ms": w.TsMs, "cursor": cursor, "batches": batches,
+		"rows": rows, "checkpoint": nonNilBytes(w.Checkpoint), "backfill": backfill}
 	mark := len(dst)
 	dst = Framing{kind: framingSingleObject, fingerprint: c.wmFP}.AppendHeader(dst)
 	out, err := c.wm.BinaryFromNative(dst, native)
@@ -298,6 +320,10 @@ func watermarkFromNative(m map[string]any) (*Watermark, error) {
 		Rows: uint64(m["rows"].(int64)), Cursor: reorg.Cursor{}}
 	if cp, ok := m["checkpoint"].([]byte); ok && len(cp) > 0 {
 		w.Checkpoint = cp
+	}
+	if b, ok := m["backfill"].(map[string]any); ok {
+		p := b["amp.bridge.control.BackfillPartition"].(map[string]any)
+		w.Backfill = &BackfillPartition{From: uint64(p["from"].(int64)), To: uint64(p["to"].(int64))}
 	}
 	for _, cv := range m["cursor"].([]any) {
 		cm := cv.(map[string]any)

@@ -37,6 +37,15 @@ func TestControlRoundTrip(t *testing.T) {
 	require.Equal(t, ControlWatermark, ev.Kind)
 	assert.Equal(t, &w, ev.Watermark)
 
+	// A backfill watermark: its partition, no cursor, no checkpoint.
+	bw := Watermark{Stream: "eth", TsMs: 5, Rows: 10, Cursor: reorg.Cursor{}, Backfill: &BackfillPartition{From: 10, To: 20},
+		Batches: []CommittedBatch{{BatchID: "b", Ranges: []reorg.BlockRange{r1}, Rows: 10}}}
+	b, err = c.AppendWatermark(nil, bw)
+	require.NoError(t, err)
+	ev, err = c.Decode(b)
+	require.NoError(t, err)
+	assert.Equal(t, &bw, ev.Watermark)
+
 	b, err = c.AppendUndo(nil, u)
 	require.NoError(t, err)
 	ev, err = c.Decode(b)

@@ -36,6 +36,14 @@ func CursorFromRanges(ranges []BlockRange) Cursor {
 // Networks returns the cursor's network ids in sorted order.
 func (c Cursor) Networks() []string { return slices.Sorted(maps.Keys(c)) }
 
+// clone returns a copy of c (nil for nil).
+func (c Cursor) clone() Cursor {
+	if c == nil {
+		return nil
+	}
+	return maps.Clone(c)
+}
+
 // Validate checks that the cursor can be sent: at least one network, no
 // empty network id. The server silently ignores a cursor it cannot parse
 // and restarts from the first block, so the client must check its own.

@@ -49,6 +49,10 @@ const (
 	// InvalidReorg: the range goes back (starts at or before the previous
 	// end) yet its prev_hash equals the previous range's hash.
 	InvalidReorg
+	// HandoverMismatch: the first range after a backfill's hand-over does
+	// not start at the first block the backfill did not publish, or is for
+	// another network.
+	HandoverMismatch
 )
 
 // String returns the rule's name as the Rust client spells it.
@@ -72,6 +76,8 @@ func (k ValidationKind) String() string {
 		return "HashMismatchOnConsecutiveBlocks"
 	case InvalidReorg:
 		return "InvalidReorg"
+	case HandoverMismatch:
+		return "HandoverMismatch"
 	default:
 		return fmt.Sprintf("ValidationKind(%d)", uint8(k))
 	}
@@ -131,6 +137,15 @@ func (e *ValidationError) Error() string {
 	case InvalidReorg:
 		msg = fmt.Sprintf("invalid reorg on network %s: range %d..=%d goes back before the end of %d..=%d but its prev_hash %s "+
 			"is that range's hash; a reorg must change the parent hash", e.Network, in.Start, in.End, prev.Start, prev.End, prev.Hash)
+	case HandoverMismatch:
+		if e.Network == "" || len(e.IncomingNetworks) > 0 {
+			msg = fmt.Sprintf("the first live batch after the backfill has networks %v but the backfill covered %v",
+				e.IncomingNetworks, e.PreviousNetworks)
+		} else {
+			msg = fmt.Sprintf("the first live range after the backfill on network %s is %d..=%d, but the backfill published "+
+				"every block before %d, so it must start at %d (else blocks are missing or published twice)",
+				e.Network, in.Start, in.End, prev.Start, prev.Start)
+		}
 	default:
 		msg = fmt.Sprintf("%s on network %s: incoming %s, previous %s", e.Kind, e.Network, in, prev)
 	}

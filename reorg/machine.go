@@ -69,6 +69,7 @@ type Machine struct {
 	next       uint64
 	buf        []Watermark // retained watermarks, committed or not, oldest first
 	incomplete bool
+	handover   Cursor       // the snapshot's hand-over cursor, checked while prev is empty
 	prev       []BlockRange // ranges of the last accepted envelope
 	completed  bool         // prev are the ranges of the newest watermark in buf
 	started    bool
@@ -100,6 +101,7 @@ func (m *Machine) reset(snap Snapshot) {
 	m.next = snap.Next
 	m.buf = append(m.buf[:0], snap.Watermarks...)
 	m.incomplete = snap.Incomplete
+	m.handover = snap.Handover
 	m.prev, m.completed = nil, false
 	if n := len(m.buf); n > 0 {
 		m.prev, m.completed = m.buf[n-1].Ranges, true
@@ -160,6 +162,11 @@ func (m *Machine) Apply(ranges []BlockRange, complete bool, rows int) ([]Event, 
 	if err := Validate(m.prev, ranges); err != nil {
 		return nil, err
 	}
+	if len(m.prev) == 0 && len(m.handover) > 0 && len(ranges) > 0 {
+		if err := checkHandover(m.handover, ranges); err != nil {
+			return nil, err
+		}
+	}
 	same := sameRanges(ranges, m.prev)
 	if same && m.completed {
 		m.replays++
@@ -198,6 +205,25 @@ func (m *Machine) Apply(ranges []BlockRange, complete bool, rows int) ([]Event, 
 		events = append(events, m.watermark())
 	}
 	return events, nil
+}
+
+// checkHandover checks the first ranges after a backfill: one per network
+// of the hand-over cursor, each starting at the cursor's block.
+func checkHandover(h Cursor, ranges []BlockRange) error {
+	if len(ranges) != len(h) {
+		return &ValidationError{Kind: HandoverMismatch, PreviousNetworks: h.Networks(), IncomingNetworks: networks(ranges)}
+	}
+	for _, r := range ranges {
+		p, ok := h[r.Network]
+		if !ok {
+			return &ValidationError{Kind: HandoverMismatch, PreviousNetworks: h.Networks(), IncomingNetworks: networks(ranges)}
+		}
+		if r.Start != p.Number {
+			return &ValidationError{Kind: HandoverMismatch, Network: r.Network, Incoming: r,
+				Previous: BlockRange{Network: r.Network, Start: p.Number, End: p.Number}}
+		}
+	}
+	return nil
 }
 
 // recovery is the outcome of the recovery lookup of a reorg.

@@ -29,12 +29,34 @@ type Snapshot struct {
 	// watermark is then unrecoverable; when false it is recovered by undoing
 	// everything and restarting from the earliest block.
 	Incomplete bool `json:"incomplete,omitempty"`
+	// Handover is where a stream whose history was backfilled goes live:
+	// per network, the first block the backfill did not publish, with the
+	// zero hash. Amp restarts a stream at the block of a cursor whose hash
+	// it does not know (amp-protocol.md §3.2), so this cursor resumes
+	// exactly there, and the machine requires the first range of every
+	// network to start at that block. Used only until the first watermark.
+	Handover Cursor `json:"handover,omitempty"`
+}
+
+// NewHandover returns the snapshot of a stream that goes live after a
+// backfill of every block before next[network]: no watermark yet, and
+// incomplete (a reorg below the first live watermark cannot be undone).
+func NewHandover(next map[string]uint64) Snapshot {
+	c := make(Cursor, len(next))
+	for n, b := range next {
+		c[n] = Point{Number: b}
+	}
+	return Snapshot{Watermarks: []Watermark{}, Incomplete: true, Handover: c}
 }
 
 // Cursor returns the resume cursor of the snapshot: the ranges of its newest
-// watermark, or nil when there is none (start from the earliest block).
+// watermark; without one the Handover cursor, or nil (start from the
+// earliest block).
 func (s Snapshot) Cursor() Cursor {
 	if len(s.Watermarks) == 0 {
+		if len(s.Handover) > 0 {
+			return s.Handover.clone()
+		}
 		return nil
 	}
 	return CursorFromRanges(s.Watermarks[len(s.Watermarks)-1].Ranges)
@@ -44,6 +66,21 @@ func (s Snapshot) Cursor() Cursor {
 // watermark sequence numbers strictly increasing and below Next, every
 // watermark with valid ranges for the same networks.
 func (s Snapshot) Validate() error {
+	if len(s.Handover) > 0 {
+		if err := s.Handover.Validate(); err != nil {
+			return fmt.Errorf("reorg: snapshot hand-over cursor: %w", err)
+		}
+		for n, p := range s.Handover {
+			if !p.Hash.IsZero() {
+				return fmt.Errorf("reorg: snapshot hand-over cursor of network %q has hash %s; it must be zero "+
+					"(a block the server does not know, so that it restarts at block %d)", n, p.Hash, p.Number)
+			}
+		}
+		if !s.Incomplete {
+			return fmt.Errorf("reorg: snapshot has a hand-over cursor but is not marked incomplete; " +
+				"the backfilled blocks before it are not retained")
+		}
+	}
 	for i, w := range s.Watermarks {
 		if len(w.Ranges) == 0 {
 			return fmt.Errorf("reorg: snapshot watermark seq %d has no ranges; the checkpoint is corrupt: "+
@@ -82,5 +119,6 @@ func (s Snapshot) Validate() error {
 // which are never modified, are).
 func (s Snapshot) clone() Snapshot {
 	s.Watermarks = append([]Watermark(nil), s.Watermarks...)
+	s.Handover = s.Handover.clone()
 	return s
 }

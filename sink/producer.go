@@ -112,6 +112,11 @@ type Deps struct {
 	Registerer prometheus.Registerer
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Stream is the stream label of the producer's metrics; empty means
+	// the producer's id. A stream's backfill partitions have producers of
+	// their own ids that count under the stream; franz-go's client metrics
+	// are exported only by the producer whose id is the stream.
+	Stream string
 }
 
 func (d Deps) withDefaults() Deps {
@@ -133,6 +138,7 @@ func (d Deps) withDefaults() Deps {
 type Producer struct {
 	cfg    Config
 	id     string
+	label  string // the stream label of its metrics
 	txnID  string
 	eos    bool
 	cl     *kgo.Client
@@ -189,6 +195,7 @@ func NewProducer(ctx context.Context, cfg Config, id string, deps Deps) (*Produc
 	p := &Producer{
 		cfg:   cfg,
 		id:    id,
+		label: cmp.Or(deps.Stream, id),
 		txnID: TransactionalID(cfg.TransactionalIDPrefix, id),
 		eos:   cfg.Delivery == DeliveryExactlyOnce,
 		now:   deps.Now,
@@ -221,11 +228,13 @@ func NewProducer(ctx context.Context, cfg Config, id string, deps Deps) (*Produc
 		if p.m, err = newMetrics(deps.Registerer, cfg.MetricsNamespace); err != nil {
 			return nil, err
 		}
-		opts = append(opts, kgo.WithHooks(kprom.NewMetrics(cfg.MetricsNamespace,
-			kprom.Registerer(lenientRegisterer{Registerer: deps.Registerer, log: p.log}),
-			kprom.Subsystem("kafka"),
-			kprom.WithStaticLabel(prometheus.Labels{"stream": id}),
-		)))
+		if p.label == id { // a backfill partition's client is not the stream's
+			opts = append(opts, kgo.WithHooks(kprom.NewMetrics(cfg.MetricsNamespace,
+				kprom.Registerer(lenientRegisterer{Registerer: deps.Registerer, log: p.log}),
+				kprom.Subsystem("kafka"),
+				kprom.WithStaticLabel(prometheus.Labels{"stream": p.label}),
+			)))
+		}
 	}
 	if cfg.SASL.Mechanism == SASLPlain && !cfg.TLS.Enabled {
 		p.log.Warn("SASL PLAIN without TLS sends the password in clear text; enable kafka.tls")
@@ -448,11 +457,11 @@ func (p *Producer) Commit(ctx context.Context) (Committed, error) {
 	end := p.now()
 	out := t.spans(end)
 	if p.m != nil {
-		p.m.txnCommits.WithLabelValues(p.id).Inc()
+		p.m.txnCommits.WithLabelValues(p.label).Inc()
 		for op, n := range t.ops {
-			p.m.recordsWritten.WithLabelValues(p.id, op).Add(float64(n))
+			p.m.recordsWritten.WithLabelValues(p.label, op).Add(float64(n))
 		}
-		p.m.commitDuration.WithLabelValues(p.id).Observe(end.Sub(start).Seconds())
+		p.m.commitDuration.WithLabelValues(p.label).Observe(end.Sub(start).Seconds())
 	}
 	p.finish(t, "committed")
 	return out, nil
@@ -517,7 +526,7 @@ func (p *Producer) abort(ctx context.Context, reason string, cause error) error 
 	}
 	p.finish(t, "aborted")
 	if p.m != nil {
-		p.m.txnAborts.WithLabelValues(p.id, reason).Inc()
+		p.m.txnAborts.WithLabelValues(p.label, reason).Inc()
 	}
 	if cause == nil {
 		p.log.Debug("transaction aborted", "reason", reason)
@@ -598,10 +607,10 @@ func (p *Producer) finish(t *txn, outcome string) {
 	if p.m == nil {
 		return
 	}
-	p.m.txnDuration.WithLabelValues(p.id, outcome).Observe(p.now().Sub(t.began).Seconds())
+	p.m.txnDuration.WithLabelValues(p.label, outcome).Observe(p.now().Sub(t.began).Seconds())
 	switch outcome {
 	case "fenced", "unknown":
-		p.m.txnAborts.WithLabelValues(p.id, outcome).Inc()
+		p.m.txnAborts.WithLabelValues(p.label, outcome).Inc()
 	}
 }
 

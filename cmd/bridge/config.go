@@ -184,6 +184,41 @@ type StreamConfig struct {
 	// stream's tables are synced, for amp_bridge_behind_head_blocks.
 	// Default 30s; a negative value (-1s) disables it.
 	HeadPollInterval time.Duration `yaml:"head_poll_interval"`
+	// Backfill publishes the stream's history in parallel batch queries
+	// before it goes live.
+	Backfill BackfillConfig `yaml:"backfill"`
+}
+
+// BackfillConfig publishes a stream's history [From, To) in parallel
+// partitions of batch queries (rows with op r, source.snapshot true), then
+// hands over to the live stream at To without gap or duplicate (design.md
+// §7). It applies to a stream that has not gone live yet; once the stream
+// is live it is ignored.
+type BackfillConfig struct {
+	// Enabled turns the backfill on.
+	Enabled bool `yaml:"enabled"`
+	// From is the first block to publish. Default 0.
+	From uint64 `yaml:"from"`
+	// To is the end of the backfill, exclusive: the live stream starts
+	// there. 0 means HandoverMargin blocks below the head Amp has synced
+	// when the backfill starts.
+	To uint64 `yaml:"to"`
+	// HandoverMargin is how far below Amp's synced head the backfill ends
+	// and the live stream takes over: blocks that deep must be final,
+	// because a reorg cannot undo backfilled rows. Default:
+	// retention_blocks.
+	HandoverMargin uint64 `yaml:"handover_margin"`
+	// Workers is how many partitions run at a time. Default 2.
+	Workers int `yaml:"workers"`
+	// PartitionSize is the blocks per partition. Default: [From, To)
+	// divided by Workers.
+	PartitionSize uint64 `yaml:"partition_size"`
+	// StepBlocks is the blocks per batch query and Kafka transaction
+	// within a partition: the unit of progress. Default 1000.
+	StepBlocks uint64 `yaml:"step_blocks"`
+	// Column is the block number column of the query's output that the
+	// partitions filter on. Default _block_num.
+	Column string `yaml:"column"`
 }
 
 // TxnBudget closes a transaction at the first complete watermark after
@@ -295,6 +330,10 @@ func (c *Config) defaults() {
 		setDefault(&s.Transaction.MaxRows, 50000)
 		setDefault(&s.Transaction.MaxAge, 100*time.Millisecond)
 		setDefault(&s.HeadPollInterval, 30*time.Second)
+		setDefault(&s.Backfill.HandoverMargin, s.RetentionBlocks)
+		setDefault(&s.Backfill.Workers, 2)
+		setDefault(&s.Backfill.StepBlocks, 1000)
+		setDefault(&s.Backfill.Column, "_block_num")
 	}
 }
 
@@ -304,6 +343,8 @@ func setDefault[T comparable](p *T, v T) {
 		*p = v
 	}
 }
+
+var backfillColumnPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Validate checks every key and names the key and the expected form in its
 // error. All problems are reported together.
@@ -402,6 +443,23 @@ func (c *Config) Validate() error {
 		}
 		if s.Transaction.MaxRows < 1 || s.Transaction.MaxAge <= 0 {
 			bad(key+".transaction", "max_rows %d and max_age %s must both be positive", s.Transaction.MaxRows, s.Transaction.MaxAge)
+		}
+		if b := s.Backfill; b.Enabled {
+			if b.To != 0 && b.To <= b.From {
+				bad(key+".backfill.to", "%d is not after backfill.from %d; leave it 0 to backfill up to the head", b.To, b.From)
+			}
+			if b.Workers < 1 || b.Workers > 64 {
+				bad(key+".backfill.workers", "%d: want 1 to 64", b.Workers)
+			}
+			if b.StepBlocks < 1 {
+				bad(key+".backfill.step_blocks", "must be at least 1")
+			}
+			if !backfillColumnPattern.MatchString(b.Column) {
+				bad(key+".backfill.column", "%q: want a plain column name of the query's output ([A-Za-z_][A-Za-z0-9_]*)", b.Column)
+			}
+			if c.Kafka.Delivery != ExactlyOnce {
+				bad(key+".backfill", "needs kafka.delivery exactly-once: its progress is recorded in the transactions that publish it")
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -92,6 +92,16 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"bad duration", minimalYAML, map[string]string{"BRIDGE_STREAMS_0_TRANSACTION_MAX_AGE": "soon"}, []string{"BRIDGE_STREAMS_0_TRANSACTION_MAX_AGE", "duration"}},
 		{"sasl without password", minimalYAML, map[string]string{"BRIDGE_KAFKA_SASL_MECHANISM": "PLAIN", "BRIDGE_KAFKA_SASL_USERNAME": "u"}, []string{"kafka.sasl", "password"}},
 		{"bad store", minimalYAML, map[string]string{"BRIDGE_CHECKPOINT_STORE": "s3"}, []string{"checkpoint.store", "redis or file"}},
+		{"backfill to before from", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, backfill: {enabled: true, from: 10, to: 5}}]\n", nil,
+			[]string{"streams[0] (a).backfill.to", "5 is not after backfill.from 10"}},
+		{"backfill workers", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, backfill: {enabled: true, workers: 100}}]\n", nil,
+			[]string{"backfill.workers", "1 to 64"}},
+		{"backfill column", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, backfill: {enabled: true, column: 'block num'}}]\n", nil,
+			[]string{"backfill.column", "plain column name"}},
+		{"backfill at least once", "kafka: {brokers: [a:1], delivery: at-least-once}\nstreams: [{id: a, sql: x, backfill: {enabled: true}}]\n", nil,
+			[]string{"backfill", "exactly-once"}},
+		{"backfill unknown key", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, backfill: {enable: true}}]\n", nil,
+			[]string{"enable"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -152,4 +162,14 @@ func TestSetFlags(t *testing.T) {
 	code = run(t.Context(), []string{"validate", "-c", path, "-set", "kafka.delivery=sometimes"}, &out, &errOut)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut.String(), "kafka.delivery")
+}
+
+func TestBackfillConfigFromEnvAndDefaults(t *testing.T) {
+	c, err := LoadConfig(writeConfig(t, minimalYAML), envMap(map[string]string{
+		"BRIDGE_STREAMS_0_BACKFILL_ENABLED": "true", "BRIDGE_STREAMS_0_BACKFILL_FROM": "1000",
+		"BRIDGE_STREAMS_0_RETENTION_BLOCKS": "256",
+	}))
+	require.NoError(t, err)
+	bf := c.Streams[0].Backfill
+	assert.Equal(t, BackfillConfig{Enabled: true, From: 1000, HandoverMargin: 256, Workers: 2, StepBlocks: 1000, Column: "_block_num"}, bf)
 }

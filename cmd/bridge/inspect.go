@@ -7,11 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
 )
 
 // cmdSchema prints the Avro schemas each stream registers.
@@ -96,6 +96,7 @@ func (b *bridge) status(ctx context.Context, w io.Writer, now time.Time) error {
 		cp, err := b.store.Load(ctx, sc.ID)
 		if errors.Is(err, offsets.ErrNotFound) {
 			fmt.Fprintf(w, "%s: no checkpoint yet (store %s)\n", sc.ID, store)
+			b.printBackfill(ctx, w, sc)
 			continue
 		}
 		if err != nil {
@@ -106,6 +107,7 @@ func (b *bridge) status(ctx context.Context, w io.Writer, now time.Time) error {
 			cp.CommittedAt.Format(time.RFC3339), now.Sub(cp.CommittedAt).Round(time.Second), store)
 		fmt.Fprintf(w, "  retained batches %d (retention %d blocks), next sequence %d, control offset %d\n",
 			len(cp.Batches), sc.RetentionBlocks, cp.Snapshot.Next, cp.ControlOffset)
+		b.printBackfill(ctx, w, sc)
 		heads, err := b.syncedHeads(ctx, sc.SQL)
 		if err != nil {
 			fmt.Fprintf(w, "  head lag: unknown (%v)\n", err)
@@ -124,13 +126,44 @@ func (b *bridge) status(ctx context.Context, w io.Writer, now time.Time) error {
 	return nil
 }
 
+// printBackfill prints the partition records of the stream's backfill.
+func (b *bridge) printBackfill(ctx context.Context, w io.Writer, sc StreamConfig) {
+	ps, ok := b.store.(offsets.PartitionStore)
+	if !ok || !sc.Backfill.Enabled {
+		return
+	}
+	recs, err := ps.Partitions(ctx, sc.ID)
+	if err != nil {
+		fmt.Fprintf(w, "  backfill: unknown (%v)\n", err)
+		return
+	}
+	done := 0
+	for _, p := range recs {
+		if p.Done {
+			done++
+		}
+	}
+	fmt.Fprintf(w, "  backfill: %d partition(s) recorded, %d done\n", len(recs), done)
+	for _, p := range recs {
+		switch {
+		case p.Done:
+			fmt.Fprintf(w, "    [%d, %d) done\n", p.From, p.To)
+		case p.Last != nil:
+			fmt.Fprintf(w, "    [%d, %d) published up to block %d\n", p.From, p.To, p.Last.Number)
+		}
+	}
+}
+
 // syncedHeads asks Amp how far the stream's tables are synced: a batch
 // query's completion metadata carries, per network, the synced range of the
 // tables the plan reads (amp-protocol.md §2.6), whatever rows it returns.
-// The query returns none: it wraps the SQL with a predicate on _block_num
-// that nothing satisfies.
+// The query returns none: it is the backfill partition of the empty span
+// [0, 0) on _block_num.
 func (b *bridge) syncedHeads(ctx context.Context, sql string) (map[string]uint64, error) {
-	q := fmt.Sprintf("SELECT * FROM (%s) AS amp_head WHERE amp_head._block_num < 0", strings.TrimSpace(stripSettings(sql)))
+	q, err := source.PartitionSQL(sql, "_block_num", 0, 0)
+	if err != nil {
+		return nil, err
+	}
 	st, err := b.amp.Query(ctx, q)
 	if err != nil {
 		return nil, err

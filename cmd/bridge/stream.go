@@ -92,6 +92,7 @@ type streamRunner struct {
 
 	schema      *arrow.Schema
 	fingerprint string
+	encCfg      encode.Config
 	enc         *encode.Encoder
 	retractor   *encode.Retractor
 	topic       string
@@ -239,6 +240,15 @@ func (r *streamRunner) setup(ctx context.Context) error {
 	r.committed = dec.Checkpoint
 	r.log.Info("checkpoint reconciled", "outcome", dec.Outcome.String(), "version", r.committed.Version,
 		"cursor", cursorText(r.committed.Cursor()), "retained_batches", len(r.committed.Batches))
+	if r.cfg.Backfill.Enabled {
+		if isFresh(r.committed) {
+			if err := r.backfill(ctx); err != nil {
+				return err
+			}
+		} else {
+			r.log.Debug("backfill not run: the stream has gone live", "cursor", cursorText(r.committed.Cursor()))
+		}
+	}
 	rcfg := reorg.DefaultConfig()
 	rcfg.Retention = r.cfg.RetentionBlocks
 	if r.machine, err = reorg.New(rcfg, r.committed.Snapshot); err != nil {
@@ -256,6 +266,9 @@ func (r *streamRunner) setup(ctx context.Context) error {
 	}
 	r.committedCursor.Store(r.resume)
 	r.rowOffset = map[string]int64{}
+	if r.enc != nil { // prepared by the backfill
+		return nil
+	}
 	// The data topic: now when its name does not depend on the network or
 	// the checkpoint names the network; else at the first block range.
 	if !strings.Contains(r.cfg.Topic, "{network}") {
@@ -326,7 +339,7 @@ func (r *streamRunner) setupTopic(ctx context.Context, networks []string) error 
 	if err != nil {
 		return fmt.Errorf("preparing the data topic of stream %s: %w", r.cfg.ID, err)
 	}
-	r.topic, r.enc = topic, enc
+	r.topic, r.enc, r.encCfg = topic, enc, encCfg
 	return r.checkPartitions(states)
 }
 
@@ -772,28 +785,35 @@ func (r *streamRunner) commit(ctx context.Context) error {
 	r.out.Reset()
 	r.resume = snap.Cursor()
 	r.committedCursor.Store(snap.Cursor())
-	// The transaction is committed: the checkpoint write must be attempted
-	// even when the stream is shutting down, or a clean stop would leave
-	// the store behind Kafka.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	err = r.deps.store.Commit(sctx, cp)
-	cancel()
-	if err != nil {
-		if errors.Is(err, offsets.ErrFenced) {
-			return fmt.Errorf("stream %s: storing the checkpoint: %w (another instance runs this stream; stop one of them)", r.cfg.ID, err)
-		}
-		// Kafka holds the truth: the next start repairs the store from the
-		// control topic. Keep publishing, keep the old version to follow.
-		r.deps.metrics.checkpointErrors.WithLabelValues(r.cfg.ID).Inc()
-		r.log.Warn("storing the checkpoint failed; Kafka has it and the next start repairs the store", "err", err)
-		cp.Version = r.committed.Version
-	} else {
-		r.deps.metrics.checkpointTime.WithLabelValues(r.cfg.ID).Set(float64(cp.CommittedAt.UnixMilli()) / 1000)
+	if err := r.storeCheckpoint(ctx, &cp); err != nil {
+		return err
 	}
 	r.committed = cp
 	for _, p := range published {
 		r.emit(streamEvent{Kind: "commit", BatchID: p.wm.BatchID, Ranges: p.wm.Ranges, Rows: p.rows})
 	}
+	return nil
+}
+
+// storeCheckpoint writes cp to the checkpoint store after its transaction
+// committed. The write is attempted even when the stream is shutting down,
+// or a clean stop would leave the store behind Kafka. A failed write keeps
+// the previous version in cp (the next commit follows it): Kafka holds the
+// truth and the next start repairs the store. A fenced write is fatal.
+func (r *streamRunner) storeCheckpoint(ctx context.Context, cp *offsets.Checkpoint) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	err := r.deps.store.Commit(sctx, *cp)
+	cancel()
+	if err == nil {
+		r.deps.metrics.checkpointTime.WithLabelValues(r.cfg.ID).Set(float64(cp.CommittedAt.UnixMilli()) / 1000)
+		return nil
+	}
+	if errors.Is(err, offsets.ErrFenced) {
+		return fmt.Errorf("stream %s: storing the checkpoint: %w (another instance runs this stream; stop one of them)", r.cfg.ID, err)
+	}
+	r.deps.metrics.checkpointErrors.WithLabelValues(r.cfg.ID).Inc()
+	r.log.Warn("storing the checkpoint failed; Kafka has it and the next start repairs the store", "err", err)
+	cp.Version = r.committed.Version
 	return nil
 }
 

@@ -327,6 +327,8 @@ func (h *harness) flushPrefix(t *testing.T, addr string) {
 // Kafka broker, redis-server and registry of deploy/local.
 func TestIntegrationRunScenarios(t *testing.T) {
 	t.Run("happy-path", func(t *testing.T) { scenarioHappyPath(t, realServices(t)) })
+	t.Run("backfill", func(t *testing.T) { scenarioBackfill(t, realServices(t)) })
+	t.Run("backfill-resumes", func(t *testing.T) { scenarioBackfillResumes(t, realServices(t)) })
 	t.Run("reorgs", func(t *testing.T) { scenarioReorgs(t, realServices) })
 	t.Run("reorg-while-down", func(t *testing.T) { scenarioReorgWhileDown(t, realServices(t)) })
 	t.Run("partial-reorg", func(t *testing.T) { scenarioPartialReorg(t, realServices(t)) })

@@ -94,12 +94,20 @@ func (v *verifier) verify(ctx context.Context, sc StreamConfig, version string) 
 		return rep, fmt.Errorf("stream %s spans networks %v; verify compares single-network streams only", sc.ID, cursor.Networks())
 	}
 	var upTo uint64
+	handover := false
 	for _, p := range cursor {
 		upTo = p.Number
+		if p.Hash.IsZero() && p.Number > 0 {
+			// A backfill's hand-over, before the first live commit: every
+			// block before it is published, and it is final.
+			upTo, handover = p.Number-1, true
+		}
 	}
 	rep.UpToBlock = upTo
-	if err := v.checkCanonical(ctx, sc.SQL, cursor, v.canonicalWait); err != nil {
-		return rep, err
+	if !handover {
+		if err := v.checkCanonical(ctx, sc.SQL, cursor, v.canonicalWait); err != nil {
+			return rep, err
+		}
 	}
 	if rep.Topic, err = topicName(sc.Topic, sc.ID, cursor.Networks()); err != nil {
 		return rep, err
@@ -162,7 +170,15 @@ func (v *verifier) verify(ctx context.Context, sc StreamConfig, version string) 
 
 	// Amp's answer over the same blocks.
 	expected := map[string]int{}
-	q := fmt.Sprintf("SELECT * FROM (%s) AS amp_verify WHERE amp_verify._block_num <= %d", strings.TrimSpace(stripSettings(sc.SQL)), upTo)
+	body, err := source.StripStreamSetting(sc.SQL)
+	if err != nil {
+		return rep, fmt.Errorf("preparing the batch query of the expected rows: %w", err)
+	}
+	q := fmt.Sprintf("SELECT * FROM (\n%s\n) AS amp_verify WHERE amp_verify._block_num <= %d", body, upTo)
+	if sc.Backfill.Enabled && sc.Backfill.From > 0 {
+		// The stream publishes nothing before its backfill's start.
+		q += fmt.Sprintf(" AND amp_verify._block_num >= %d", sc.Backfill.From)
+	}
 	qs, err := v.amp.Query(ctx, q)
 	if err != nil {
 		return rep, fmt.Errorf("querying Amp for the expected rows: %w", err)
@@ -282,16 +298,6 @@ func parseRangeHeader(rec sink.ReadRecord) []reorg.BlockRange {
 		}
 	}
 	return out
-}
-
-// stripSettings removes a trailing SETTINGS stream = true clause (verify
-// runs a batch query).
-func stripSettings(sql string) string {
-	s := strings.TrimRight(strings.TrimSpace(sql), ";")
-	if i := strings.LastIndex(strings.ToUpper(s), "SETTINGS"); i >= 0 && !strings.ContainsAny(s[i:], "'\"") {
-		return strings.TrimSpace(s[:i])
-	}
-	return s
 }
 
 // committedCursor returns the cursor of the stream's newest committed

@@ -95,7 +95,10 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 
 	sim, err := ampsim.New(ampsim.Config{
-		NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 30, TxPerBlock: 4, LogsPerTx: -1},
+		// 300 blocks of history: the first trials run (and are killed in)
+		// the backfill, in steps of 15 blocks, before the hand-over 12
+		// blocks below the head (deeper than any reorg below).
+		NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 300, TxPerBlock: 4, LogsPerTx: -1},
 	})
 	require.NoError(t, err)
 	require.NoError(t, sim.Start(context.Background()))

@@ -252,6 +252,12 @@ streams:
     transaction:
       max_rows: 400
       max_age: 100ms
+    backfill:
+      enabled: true
+      workers: 2
+      partition_size: 90
+      step_blocks: 15
+      handover_margin: 12
 `, s.sim.Addr(), strings.Join(s.brokers, ", "), name, s.registry, s.redis, streamID, streamSQL)
 	s.topic = name + ".transactions"
 	s.control = name + ".control"

@@ -1,0 +1,524 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
+)
+
+// The backfill (design.md §7) publishes a new stream's history before it
+// goes live:
+//
+//   - A probe (a batch query of an empty span) asks Amp for the network and
+//     the head its tables have synced. The backfill covers [from, end), end
+//     being backfill.to or handover_margin blocks below that head: blocks
+//     that deep are final, so the backfilled rows never need retracting.
+//   - [from, end) is split into partitions, which workers take in turn. A
+//     worker runs batch queries of step_blocks blocks, each the user's SQL
+//     wrapped in a filter on the block column, and publishes each in one
+//     Kafka transaction of the worker's transactional id
+//     ({prefix}.{stream}.backfill.{k}, which fences the previous instance's
+//     worker k), with rows of op r (source.snapshot true) keyed by the
+//     step's batch id, and a watermark control event that names the
+//     partition and the blocks published. That event is the record of
+//     progress: a restarted backfill reads the control topic and runs only
+//     the blocks no committed event covers, whatever partitions the new
+//     head gives. The checkpoint store gets a partition record after each
+//     step, for status.
+//   - When every partition is done, the stream's own producer commits the
+//     hand-over checkpoint (reorg.NewHandover: resume at end with a hash
+//     Amp does not know, so it restarts exactly at block end) in a
+//     watermark event, then to the checkpoint store, and the live stream
+//     starts from it with op c.
+
+// errBackfillWait marks a backfill that cannot start yet because Amp has
+// not synced far enough; the stream retries after a pause.
+var errBackfillWait = errors.New("waiting for Amp to sync further")
+
+// backfillPlan is the work of one backfill run.
+type backfillPlan struct {
+	network string
+	column  string
+	from    uint64
+	end     uint64
+	parts   []source.BlockSpan
+	done    []source.BlockSpan // merged, sorted: blocks already published
+}
+
+// isFresh reports whether a checkpoint is that of a stream that has
+// published nothing live and has no hand-over yet.
+func isFresh(cp offsets.Checkpoint) bool {
+	return cp.Version == 0 && len(cp.Snapshot.Watermarks) == 0 && len(cp.Snapshot.Handover) == 0
+}
+
+// backfill runs the stream's backfill to the end and commits the hand-over
+// checkpoint into r.committed.
+func (r *streamRunner) backfill(ctx context.Context) error {
+	plan, err := r.planBackfill(ctx)
+	if err != nil {
+		return err
+	}
+	// The workers' producers first: initialising their transactional ids
+	// fences a previous instance's workers and aborts their open
+	// transactions, so that the control topic's last stable offset moves
+	// past them before the progress is read.
+	workers := make([]*backfillWorker, min(r.cfg.Backfill.Workers, max(len(plan.parts), 1)))
+	defer func() {
+		for _, w := range workers {
+			if w != nil {
+				w.close(ctx)
+			}
+		}
+	}()
+	for k := range workers {
+		if workers[k], err = r.newBackfillWorker(ctx, plan, k); err != nil {
+			return err
+		}
+	}
+	if plan.done, err = r.backfillDone(ctx); err != nil {
+		return err
+	}
+	queue := make(chan source.BlockSpan, len(plan.parts))
+	for _, p := range plan.parts {
+		if len(subtractSpans(p, plan.done)) > 0 {
+			queue <- p
+		}
+	}
+	r.log.Info("backfill", "network", plan.network, "from", plan.from, "to", plan.end, "partitions", len(plan.parts),
+		"partitions_to_run", len(queue), "workers", len(workers), "column", plan.column)
+	close(queue)
+	g, gctx := errgroup.WithContext(ctx)
+	for _, w := range workers {
+		g.Go(func() error {
+			for p := range queue {
+				if err := w.partition(gctx, p, subtractSpans(p, plan.done)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return r.handover(ctx, plan.network, plan.end)
+}
+
+// planBackfill checks the block column, probes Amp for the synced range,
+// fixes the backfill's span and partitions, and prepares the data topic.
+func (r *streamRunner) planBackfill(ctx context.Context) (*backfillPlan, error) {
+	bf := r.cfg.Backfill
+	plan := &backfillPlan{column: bf.Column}
+	if err := checkBlockColumn(r.schema, bf.Column); err != nil {
+		return nil, fmt.Errorf("config streams (%s).backfill.column: %w: %w", r.cfg.ID, err, errConfig)
+	}
+	synced, err := r.probeSynced(ctx, bf.Column)
+	if err != nil {
+		return nil, err
+	}
+	plan.network = synced.Network
+	limit := uint64(0)
+	if synced.End+1 > bf.HandoverMargin {
+		limit = synced.End + 1 - bf.HandoverMargin
+	}
+	plan.from = max(bf.From, synced.Start)
+	if plan.from > bf.From {
+		r.log.Info("backfill starts at the first block Amp has synced for the query's tables", "from", plan.from, "configured_from", bf.From)
+	}
+	plan.end = limit
+	if bf.To != 0 {
+		if bf.To > limit {
+			return nil, fmt.Errorf("stream %s: backfill.to %d is not yet %d blocks (handover_margin) below the head Amp has synced, %d: %w",
+				r.cfg.ID, bf.To, bf.HandoverMargin, synced.End, errBackfillWait)
+		}
+		plan.end = bf.To
+	}
+	plan.end = max(plan.end, plan.from)
+	if r.enc == nil {
+		if err := r.setupTopic(ctx, []string{plan.network}); err != nil {
+			return nil, err
+		}
+	}
+	plan.parts = source.PlanPartitions(plan.from, plan.end, bf.Workers, bf.PartitionSize)
+	return plan, nil
+}
+
+// checkBlockColumn checks that the query's output has an integer column
+// named col.
+func checkBlockColumn(s *arrow.Schema, col string) error {
+	idx := s.FieldIndices(col)
+	if len(idx) != 1 {
+		return fmt.Errorf("the query's output has %d columns named %q; the backfill partitions filter on it, so select it "+
+			"(e.g. SELECT _block_num, … ) or name the block column with backfill.column", len(idx), col)
+	}
+	switch t := s.Field(idx[0]).Type.ID(); t {
+	case arrow.UINT64, arrow.INT64, arrow.UINT32, arrow.INT32:
+		return nil
+	default:
+		return fmt.Errorf("column %q is %s, not an integer block number", col, s.Field(idx[0]).Type)
+	}
+}
+
+// probeSynced runs the partition query of an empty span: no rows, and the
+// completion batch's ranges are the synced range of the query's tables
+// (amp-protocol.md §2.6). The backfill supports one network.
+func (r *streamRunner) probeSynced(ctx context.Context, col string) (reorg.BlockRange, error) {
+	sql, err := source.PartitionSQL(r.cfg.SQL, col, 0, 0)
+	if err != nil {
+		return reorg.BlockRange{}, fmt.Errorf("config streams (%s).sql: %w: %w", r.cfg.ID, err, errConfig)
+	}
+	ranges, _, err := r.runQuery(ctx, sql, func(arrow.RecordBatch) error { return nil })
+	if err != nil {
+		return reorg.BlockRange{}, fmt.Errorf("stream %s: asking Amp how far the query's tables are synced: %w", r.cfg.ID, err)
+	}
+	switch len(ranges) {
+	case 0:
+		return reorg.BlockRange{}, fmt.Errorf("stream %s: Amp has no synced data for the query's tables yet: %w", r.cfg.ID, errBackfillWait)
+	case 1:
+		return ranges[0], nil
+	default:
+		nets := make([]string, len(ranges))
+		for i, rg := range ranges {
+			nets[i] = rg.Network
+		}
+		return reorg.BlockRange{}, fmt.Errorf("config streams (%s).backfill: the query spans networks %v; a backfill partitions "+
+			"one network's blocks, so backfill each network's query as its own stream: %w", r.cfg.ID, nets, errConfig)
+	}
+}
+
+// runQuery runs a batch query, hands each result batch to fn (which must
+// not keep it) and returns the completion batch's ranges and the rows seen.
+func (r *streamRunner) runQuery(ctx context.Context, sql string, fn func(arrow.RecordBatch) error) ([]reorg.BlockRange, int, error) {
+	q, err := r.deps.amp.Query(ctx, sql)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer func() { _ = q.Close() }()
+	var ranges []reorg.BlockRange
+	rows := 0
+	for {
+		env, err := q.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return ranges, rows, nil
+		}
+		if err != nil {
+			return nil, rows, err
+		}
+		if env.Batch != nil && env.Batch.NumRows() > 0 {
+			rows += int(env.Batch.NumRows())
+			r.deps.metrics.polled.WithLabelValues(r.cfg.ID).Add(float64(env.Batch.NumRows()))
+			if err := fn(env.Batch); err != nil {
+				env.Release()
+				return nil, rows, err
+			}
+		}
+		if env.Complete {
+			ranges = slices.Clone(env.Ranges)
+		}
+		env.Release()
+	}
+}
+
+// backfillDone returns the blocks the stream's committed backfill watermark
+// events cover, merged. A partition record of the checkpoint store that
+// claims more is refused: the control topic lost events.
+func (r *streamRunner) backfillDone(ctx context.Context) ([]source.BlockSpan, error) {
+	read, err := r.reader.ReadControl(ctx, r.deps.controlTopic(), offsets.NoOffset)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: reading the backfill's progress from the control topic: %w", r.cfg.ID, err)
+	}
+	var spans []source.BlockSpan
+	for _, rec := range read.Records {
+		if string(rec.Key) != r.cfg.ID || rec.Value == nil {
+			continue
+		}
+		ev, err := r.deps.control.Decode(rec.Value)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: decoding control event %s/%d@%d: %w", r.cfg.ID, rec.Topic, rec.Partition, rec.Offset, err)
+		}
+		w := ev.Watermark
+		if w == nil || w.Stream != r.cfg.ID || w.Backfill == nil {
+			continue
+		}
+		for _, b := range w.Batches {
+			for _, rg := range b.Ranges {
+				spans = append(spans, source.BlockSpan{From: rg.Start, To: rg.End + 1})
+			}
+		}
+	}
+	done := mergeSpans(spans)
+	if ps, ok := r.deps.store.(offsets.PartitionStore); ok {
+		recs, err := ps.Partitions(ctx, r.cfg.ID)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: reading the backfill's partition records: %w", r.cfg.ID, err)
+		}
+		for _, p := range recs {
+			claimed := source.BlockSpan{From: p.From, To: p.From}
+			switch {
+			case p.Done:
+				claimed.To = p.To
+			case p.Last != nil:
+				claimed.To = p.Last.Number + 1
+			}
+			if claimed.Len() > 0 && len(subtractSpans(claimed, done)) > 0 {
+				return nil, fmt.Errorf("stream %s: the checkpoint store records backfill partition [%d, %d) as published up to block %d, "+
+					"but the control topic %s has no committed event for some of those blocks: the control topic was truncated or recreated. "+
+					"The bridge will not publish them again blindly; restore the control topic, or start over under a new stream id: %w",
+					r.cfg.ID, p.From, p.To, claimed.To-1, r.deps.controlTopic(), offsets.ErrStoreAhead)
+			}
+		}
+	}
+	return done, nil
+}
+
+// newBackfillWorker starts worker k: its producer, of transactional id
+// {prefix}.{stream}.backfill.{k}, and its encoder. The ids are per worker,
+// not per partition: the partitions move with the head Amp has synced at
+// each start, the workers' ids do not, so a restart always fences the
+// previous instance's workers (unless backfill.workers was lowered).
+func (r *streamRunner) newBackfillWorker(ctx context.Context, plan *backfillPlan, k int) (*backfillWorker, error) {
+	deps := r.deps.sinkDeps
+	deps.Stream = r.cfg.ID
+	prod, err := sink.NewProducer(ctx, r.deps.kafka, fmt.Sprintf("%s.backfill.%d", r.cfg.ID, k), deps)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: starting the producer of backfill worker %d: %w", r.cfg.ID, k, err)
+	}
+	enc, err := encode.NewEncoder(r.encCfg, r.schema)
+	if err != nil {
+		_ = prod.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("stream %s: compiling the encoder of backfill worker %d: %w", r.cfg.ID, k, err)
+	}
+	enc.SetFraming(r.enc.ValueFraming(), r.enc.KeyFraming())
+	return &backfillWorker{r: r, plan: plan, prod: prod, enc: enc}, nil
+}
+
+// backfillWorker publishes partitions, one step per transaction.
+type backfillWorker struct {
+	r    *streamRunner
+	plan *backfillPlan
+	prod *sink.Producer
+	enc  *encode.Encoder
+	out  encode.Batch
+	part source.BlockSpan // the partition being published
+}
+
+func (w *backfillWorker) close(ctx context.Context) {
+	if err := w.prod.Close(context.WithoutCancel(ctx)); err != nil {
+		w.r.log.Warn("closing a backfill producer", "txn_id", w.prod.TransactionalID(), "err", err)
+	}
+}
+
+// partition publishes the blocks rest of partition p, step by step.
+func (w *backfillWorker) partition(ctx context.Context, p source.BlockSpan, rest []source.BlockSpan) error {
+	w.part = p
+	step := w.r.cfg.Backfill.StepBlocks
+	for _, s := range rest {
+		for a := s.From; a < s.To; {
+			b := s.To
+			if s.To-a > step {
+				b = a + step
+			}
+			if err := w.step(ctx, source.BlockSpan{From: a, To: b}, b == p.To); err != nil {
+				return err
+			}
+			a = b
+		}
+	}
+	return nil
+}
+
+// step publishes the blocks of span s in one transaction: its rows, then
+// the watermark event recording them.
+func (w *backfillWorker) step(ctx context.Context, s source.BlockSpan, last bool) error {
+	r := w.r
+	sql, err := source.PartitionSQL(r.cfg.SQL, w.plan.column, s.From, s.To)
+	if err != nil {
+		return fmt.Errorf("config streams (%s).sql: %w: %w", r.cfg.ID, err, errConfig)
+	}
+	ranges := []reorg.BlockRange{{Network: w.plan.network, Start: s.From, End: s.To - 1}}
+	batchID := reorg.BatchID(ranges)
+	headers := recordHeaders(r.cfg.ID, batchID, "r", ranges)
+	if err := w.prod.Begin(); err != nil {
+		return w.txnError("beginning a transaction", err)
+	}
+	w.out.Reset()
+	rows := 0
+	synced, _, err := r.runQuery(ctx, sql, func(rec arrow.RecordBatch) error {
+		before := w.out.Len()
+		meta := encode.BatchMeta{Op: encode.OpRead, Snapshot: true, Ranges: ranges, BatchID: batchID,
+			TsMs: r.deps.now().UnixMilli(), RowOffset: int64(rows)}
+		if err := w.enc.Encode(rec, meta, &w.out); err != nil {
+			return fmt.Errorf("stream %s: encoding backfill batch %s (blocks %s): %w", r.cfg.ID, batchID, s, err)
+		}
+		for i := before; i < w.out.Len(); i++ {
+			key := []byte(batchID)
+			if r.cfg.Key == KeyRow {
+				key = w.out.Key(i)
+			}
+			if err := w.prod.Produce(ctx, sink.Record{Topic: r.topic, Key: key, Value: w.out.Value(i), Headers: headers,
+				Group: batchID, Op: "r"}); err != nil {
+				return w.txnError("producing backfill records", err)
+			}
+		}
+		rows += w.out.Len() - before
+		return nil
+	})
+	if err == nil {
+		err = checkSynced(synced, w.plan.network, s)
+	}
+	if err != nil {
+		if aerr := w.prod.Abort(context.WithoutCancel(ctx)); aerr != nil {
+			r.log.Warn("aborting a backfill transaction", "partition", w.part.String(), "err", aerr)
+		}
+		return fmt.Errorf("stream %s: backfill partition %s, blocks %s: %w", r.cfg.ID, w.part, s, err)
+	}
+	flushed, err := w.prod.Flush(ctx)
+	if err != nil {
+		return w.txnError("flushing a backfill transaction", err)
+	}
+	cb := encode.CommittedBatch{BatchID: batchID, Ranges: ranges, Rows: uint64(rows)}
+	if g, ok := flushed.Group(batchID); ok {
+		for _, sp := range g.Spans {
+			cb.Spans = append(cb.Spans, encode.OffsetSpan{Topic: sp.Topic, Partition: sp.Partition, First: sp.First, Last: sp.Last})
+		}
+	}
+	wm := encode.Watermark{Stream: r.cfg.ID, TsMs: r.deps.now().UnixMilli(), Cursor: reorg.Cursor{}, Rows: uint64(rows),
+		Batches: []encode.CommittedBatch{cb}, Backfill: &encode.BackfillPartition{From: w.part.From, To: w.part.To}}
+	ctl, err := r.deps.control.AppendWatermark(nil, wm)
+	if err != nil {
+		return fmt.Errorf("stream %s: encoding a backfill watermark event: %w", r.cfg.ID, err)
+	}
+	if err := w.prod.Produce(ctx, sink.Record{Topic: r.deps.controlTopic(), Key: []byte(r.cfg.ID), Value: ctl, Op: "watermark"}); err != nil {
+		return w.txnError("producing a backfill watermark event", err)
+	}
+	if _, err := w.prod.Commit(ctx); err != nil {
+		return w.txnError("committing a backfill transaction", err)
+	}
+	w.out.Reset()
+	r.emit(streamEvent{Kind: "backfill", BatchID: batchID, Ranges: ranges, Rows: rows})
+	if ps, ok := r.deps.store.(offsets.PartitionStore); ok {
+		rec := offsets.Partition{Stream: r.cfg.ID, From: w.part.From, To: w.part.To, Done: last,
+			Last: &reorg.Point{Number: s.To - 1}, UpdatedAt: r.deps.now().UTC()}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err := ps.SavePartition(sctx, rec)
+		cancel()
+		if err != nil {
+			// Kafka holds the truth; the record only reports progress.
+			r.log.Warn("recording backfill progress in the checkpoint store", "partition", w.part.String(), "err", err)
+		}
+	}
+	return nil
+}
+
+func (w *backfillWorker) txnError(what string, err error) error {
+	if errors.Is(err, sink.ErrFenced) {
+		return fmt.Errorf("stream %s: backfill partition %s: %s: %w (another instance runs this stream; stop one of them)",
+			w.r.cfg.ID, w.part, what, err)
+	}
+	return fmt.Errorf("stream %s: backfill partition %s: %s: %w", w.r.cfg.ID, w.part, what, err)
+}
+
+// checkSynced checks that a batch query's synced range covers the span:
+// rows of blocks Amp has not synced would be missing.
+func checkSynced(synced []reorg.BlockRange, network string, s source.BlockSpan) error {
+	if len(synced) != 1 || synced[0].Network != network {
+		return fmt.Errorf("the batch query's synced ranges %v are not one range of network %s", synced, network)
+	}
+	if rg := synced[0]; rg.Start > s.From || rg.End < s.To-1 {
+		return fmt.Errorf("the query's tables are synced at Amp over blocks %d..=%d, which does not cover the step's blocks %s", rg.Start, rg.End, s)
+	}
+	return nil
+}
+
+// handover commits the hand-over checkpoint: in a watermark event of the
+// stream's own producer, then to the checkpoint store.
+func (r *streamRunner) handover(ctx context.Context, network string, end uint64) error {
+	snap := reorg.NewHandover(map[string]uint64{network: end})
+	cp := offsets.Checkpoint{Stream: r.cfg.ID, Version: r.committed.Version + 1, Fingerprint: r.fingerprint,
+		CommittedAt: r.deps.now().UTC(), ControlOffset: r.committed.ControlOffset, Snapshot: snap, Batches: []offsets.Batch{}}
+	cpBytes, err := offsets.Marshal(cp)
+	if err != nil {
+		return fmt.Errorf("stream %s: encoding the hand-over checkpoint: %w", r.cfg.ID, err)
+	}
+	if err := r.prod.Begin(); err != nil {
+		return r.txnError("beginning the hand-over transaction", err)
+	}
+	r.txnOpen = true
+	wm := encode.Watermark{Stream: r.cfg.ID, TsMs: r.deps.now().UnixMilli(), Cursor: snap.Cursor(), Checkpoint: cpBytes}
+	if r.ctlBuf, err = r.deps.control.AppendWatermark(r.ctlBuf[:0], wm); err != nil {
+		return fmt.Errorf("stream %s: encoding the hand-over watermark event: %w", r.cfg.ID, err)
+	}
+	if err := r.prod.Produce(ctx, sink.Record{Topic: r.deps.controlTopic(), Key: []byte(r.cfg.ID), Value: slices.Clone(r.ctlBuf),
+		Group: controlGroup, Op: "watermark"}); err != nil {
+		return r.txnError("producing the hand-over watermark event", err)
+	}
+	committed, err := r.prod.Commit(ctx)
+	if err != nil {
+		return r.txnError("committing the hand-over transaction", err)
+	}
+	r.txnOpen = false
+	if g, ok := committed.Group(controlGroup); ok && len(g.Spans) > 0 {
+		cp.ControlOffset = g.Spans[0].Last
+	}
+	if err := r.storeCheckpoint(ctx, &cp); err != nil {
+		return err
+	}
+	r.committed = cp
+	r.log.Info("backfill done: the live stream starts at the first block not backfilled", "network", network, "block", end)
+	r.emit(streamEvent{Kind: "handover", Detail: fmt.Sprintf("%s: live from block %d", network, end)})
+	return nil
+}
+
+// subtractSpans returns the parts of s not covered by done (merged, sorted).
+func subtractSpans(s source.BlockSpan, done []source.BlockSpan) []source.BlockSpan {
+	var out []source.BlockSpan
+	at := s.From
+	for _, d := range done {
+		if d.To <= at || d.From >= s.To {
+			continue
+		}
+		if d.From > at {
+			out = append(out, source.BlockSpan{From: at, To: d.From})
+		}
+		at = max(at, d.To)
+		if at >= s.To {
+			break
+		}
+	}
+	if at < s.To {
+		out = append(out, source.BlockSpan{From: at, To: s.To})
+	}
+	return out
+}
+
+// mergeSpans sorts spans and merges the overlapping and adjacent ones.
+func mergeSpans(spans []source.BlockSpan) []source.BlockSpan {
+	slices.SortFunc(spans, func(a, b source.BlockSpan) int {
+		return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To))
+	})
+	var out []source.BlockSpan
+	for _, s := range spans {
+		if s.Len() == 0 {
+			continue
+		}
+		if n := len(out); n > 0 && s.From <= out[n-1].To {
+			out[n-1].To = max(out[n-1].To, s.To)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}

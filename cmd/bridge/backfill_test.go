@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
+)
+
+// newBackfillHarness is a harness whose stream backfills [from, head−margin)
+// in partitions of size blocks, steps of step blocks and workers at a time.
+func newBackfillHarness(t *testing.T, svc services, blocks int, bf BackfillConfig) *harness {
+	t.Helper()
+	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: blocks}, MaxMicrobatchBlocks: 16}, 64)
+	bf.Enabled = true
+	h.cfg.Streams[0].Backfill = bf
+	h.cfg.defaults()
+	require.NoError(t, h.cfg.Validate())
+	return h
+}
+
+// topicOps reads the stream's data topic read_committed and returns the
+// count of records per amp-op header and, per op, the highest block of the
+// amp-range headers.
+func (h *harness) topicOps() (counts map[string]int, maxBlock map[string]uint64, minBlock map[string]uint64) {
+	h.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.svc.brokers...), kgo.ConsumeTopics(h.cfg.Streams[0].Topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(h.t, err)
+	defer cl.Close()
+	counts, maxBlock, minBlock = map[string]int{}, map[string]uint64{}, map[string]uint64{}
+	quiet := 0
+	for quiet < 3 {
+		ctx, cancel := context.WithTimeout(h.t.Context(), 500*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			var op, rng string
+			for _, hd := range r.Headers {
+				switch hd.Key {
+				case headerOp:
+					op = string(hd.Value)
+				case headerRange:
+					rng = string(hd.Value)
+				}
+			}
+			counts[op]++
+			a, b, _ := strings.Cut(rng, "-")
+			lo, _ := strconv.ParseUint(a, 10, 64)
+			hi, _ := strconv.ParseUint(b, 10, 64)
+			maxBlock[op] = max(maxBlock[op], hi)
+			if v, ok := minBlock[op]; !ok || lo < v {
+				minBlock[op] = lo
+			}
+		})
+		if n == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+	}
+	return counts, maxBlock, minBlock
+}
+
+func TestRunBackfill(t *testing.T) { scenarioBackfill(t, fakeServices(t)) }
+
+// scenarioBackfill: 200 blocks of history, backfilled in 3 partitions of
+// steps of 25 blocks by 2 workers up to 30 blocks below the head, then the
+// live stream from there, with a reorg in the live part. The topic then
+// holds each row once: op r below the hand-over block, op c from it.
+func scenarioBackfill(t *testing.T, svc services) {
+	h := newBackfillHarness(t, svc, 200, BackfillConfig{Workers: 2, PartitionSize: 70, StepBlocks: 25, HandoverMargin: 30})
+	stop := h.run()
+	h.waitHead()
+	h.sim.Mine(3)
+	h.waitHead()
+	require.NoError(t, h.sim.Reorg(2, 3))
+	h.waitHead()
+	require.NoError(t, stop())
+
+	rep := h.verify()
+	requireClean(t, rep)
+	assert.Positive(t, rep.Retracted, "the reorg in the live part retracted rows")
+	assert.Equal(t, 1, h.count("handover"))
+	// [0, 170): 70+70+30 blocks in steps of 25 → 3+3+2 steps.
+	assert.Equal(t, 8, h.count("backfill"))
+	counts, maxBlock, minBlock := h.topicOps()
+	assert.Positive(t, counts["r"], "backfilled rows")
+	assert.Positive(t, counts["c"], "live rows")
+	assert.Equal(t, uint64(169), maxBlock["r"], "the backfill ends 30 blocks below head 199")
+	assert.Equal(t, uint64(170), minBlock["c"], "the live stream starts at the hand-over block")
+	b, err := newBridge(t.Context(), h.cfg, testLogger())
+	require.NoError(t, err)
+	var st strings.Builder
+	require.NoError(t, b.status(t.Context(), &st, time.Now()))
+	b.close()
+	t.Log(st.String())
+	assert.Contains(t, st.String(), "backfill: 3 partition(s) recorded, 3 done")
+	assert.Contains(t, st.String(), "[140, 170) done")
+
+	// A restart goes on live: no second backfill, no hand-over.
+	h.sim.Mine(2)
+	stop = h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+	assert.Equal(t, 8, h.count("backfill"))
+	assert.Equal(t, 1, h.count("handover"))
+	requireClean(t, h.verify())
+}
+
+func TestRunBackfillResumes(t *testing.T) { scenarioBackfillResumes(t, fakeServices(t)) }
+
+// scenarioBackfillResumes stops the bridge in the middle of the backfill,
+// then loses the checkpoint store: the restarted backfill reads its progress
+// from the control topic and publishes only the blocks not yet published.
+func scenarioBackfillResumes(t *testing.T, svc services) {
+	h := newBackfillHarness(t, svc, 240, BackfillConfig{Workers: 1, PartitionSize: 60, StepBlocks: 10, HandoverMargin: 20})
+	stop := h.run()
+	require.Eventually(t, func() bool { return h.count("backfill") >= 5 }, 30*time.Second, 5*time.Millisecond)
+	require.NoError(t, stop())
+	first := h.count("backfill")
+	require.Less(t, first, 22, "stopped before the end of the backfill")
+	assert.Zero(t, h.count("handover"))
+	if h.svc.flush != nil {
+		h.svc.flush(t)
+	} else {
+		h.flushPrefix(t, h.svc.redis)
+	}
+	stop = h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+	// [0, 220) in steps of 10: 22 steps, none run twice.
+	assert.Equal(t, 22, h.count("backfill"))
+	assert.Equal(t, 1, h.count("handover"))
+	requireClean(t, h.verify())
+}
+
+// TestRunBackfillRefusesSQLWithoutBlockColumn: the partitions filter on the
+// block column, so a query without it is refused before anything is
+// published, with the fix in the message.
+func TestRunBackfillRefusesSQLWithoutBlockColumn(t *testing.T) {
+	h := newBackfillHarness(t, fakeServices(t), 20, BackfillConfig{HandoverMargin: 5})
+	h.cfg.Streams[0].SQL = "SELECT tx_hash, block_num FROM eth_rpc.transactions"
+	b, err := newBridge(t.Context(), h.cfg, testLogger())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	err = b.run(ctx) // a permanent error ends the run by itself
+	b.close()
+	require.NoError(t, ctx.Err(), "the stream did not stop")
+	require.Error(t, err)
+	assert.ErrorContains(t, err, `columns named "_block_num"`)
+	assert.ErrorContains(t, err, "backfill.column")
+	assert.ErrorIs(t, err, errConfig)
+	assert.Zero(t, h.count("backfill"))
+
+	// Naming the column that is there works.
+	h.cfg.Streams[0].Backfill.Column = "block_num"
+	stop := h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+	assert.Positive(t, h.count("backfill"))
+}
+
+func TestSubtractAndMergeSpans(t *testing.T) {
+	sp := func(a, b uint64) source.BlockSpan { return source.BlockSpan{From: a, To: b} }
+	done := mergeSpans([]source.BlockSpan{sp(20, 30), sp(0, 5), sp(5, 10), sp(25, 40), sp(7, 7)})
+	assert.Equal(t, []source.BlockSpan{sp(0, 10), sp(20, 40)}, done)
+	assert.Equal(t, []source.BlockSpan{sp(10, 20), sp(40, 50)}, subtractSpans(sp(0, 50), done))
+	assert.Empty(t, subtractSpans(sp(22, 38), done))
+	assert.Equal(t, []source.BlockSpan{sp(45, 60)}, subtractSpans(sp(45, 60), done))
+	assert.Equal(t, []source.BlockSpan{sp(10, 12)}, subtractSpans(sp(8, 12), done))
+}
+
+func TestIsFresh(t *testing.T) {
+	assert.True(t, isFresh(offsets.Checkpoint{}))
+	assert.False(t, isFresh(offsets.Checkpoint{Version: 1}))
+}

@@ -1,0 +1,106 @@
+package reorg
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestHandoverResumesAtFirstUnpublishedBlock: after a backfill of blocks
+// before 100, the snapshot's cursor is (100, zero hash), which Amp does not
+// know and so restarts at block 100 itself; the first range must start
+// there, and from the first watermark on the stream is an ordinary one.
+func TestHandoverResumesAtFirstUnpublishedBlock(t *testing.T) {
+	snap := NewHandover(map[string]uint64{"eth": 100})
+	require.NoError(t, snap.Validate())
+	assert.Equal(t, Cursor{"eth": {Number: 100}}, snap.Cursor())
+	assert.True(t, snap.Incomplete)
+
+	m := newMachine(t, DefaultRetention, snap)
+	evs := feed(t, m, D(R(100, 104, 0)), W(R(100, 104, 0)), D(R(105, 107, 0)), W(R(105, 107, 0)))
+	assert.Equal(t, "D#0 W#1 D#2 W#3", brief(evs))
+	assert.Equal(t, Cursor{"eth": {Number: 107, Hash: H("eth", 0, 107)}}, m.Snapshot().Cursor())
+
+	// A reorg inside the live part is undone as usual.
+	evs, err := m.Apply([]BlockRange{withPrev(R(105, 108, 1), H("eth", 0, 104))}, false, 1)
+	require.NoError(t, err)
+	assert.Equal(t, "U#4:reorg:2..=3 D#5", brief(evs)) // undoes events 2..=3
+	assert.Equal(t, []Invalidation{{Network: "eth", Start: 105, End: 108}}, evs[0].Invalidations)
+	// One reaching into the backfilled blocks cannot be: they are not
+	// retained.
+	m = newMachine(t, DefaultRetention, snap)
+	feed(t, m, D(R(100, 104, 0)), W(R(100, 104, 0)))
+	_, err = m.Apply([]BlockRange{withPrev(R(99, 104, 1), H("eth", 0, 98))}, false, 1)
+	require.ErrorIs(t, err, ErrUnrecoverable)
+}
+
+func TestHandoverMismatch(t *testing.T) {
+	snap := NewHandover(map[string]uint64{"eth": 100})
+	for name, tc := range map[string]struct {
+		ranges []BlockRange
+		want   string
+	}{
+		"starts after the backfill's end (gap)": {[]BlockRange{R(101, 104, 0)}, "is 101..=104, but the backfill published every block before 100"},
+		"starts before it (published twice)":    {[]BlockRange{R(99, 104, 0)}, "must start at 100"},
+		"another network":                       {[]BlockRange{Rn("base", 100, 104, 0)}, "has networks [base] but the backfill covered [eth]"},
+		"an extra network":                      {[]BlockRange{R(100, 104, 0), Rn("base", 7, 9, 0)}, "has networks [eth base]"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := newMachine(t, DefaultRetention, snap)
+			evs, err := m.Apply(tc.ranges, false, 1)
+			require.ErrorIs(t, err, ErrInvalidRanges)
+			var ve *ValidationError
+			require.ErrorAs(t, err, &ve)
+			assert.Equal(t, HandoverMismatch, ve.Kind)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Empty(t, evs)
+			assert.Empty(t, m.Previous(), "state unchanged")
+		})
+	}
+	// Empty ranges (no synced table) say nothing about the position.
+	m := newMachine(t, DefaultRetention, snap)
+	_, err := m.Apply(nil, false, 0)
+	require.NoError(t, err)
+	_, err = m.Apply([]BlockRange{R(100, 100, 0)}, true, 0)
+	require.NoError(t, err)
+}
+
+func TestHandoverRollbackChecksAgain(t *testing.T) {
+	m := newMachine(t, DefaultRetention, NewHandover(map[string]uint64{"eth": 100}))
+	_, err := m.Apply([]BlockRange{R(100, 103, 0)}, false, 2)
+	require.NoError(t, err)
+	m.Rollback() // nothing committed: back to the hand-over
+	assert.Equal(t, Cursor{"eth": {Number: 100}}, m.Snapshot().Cursor())
+	_, err = m.Apply([]BlockRange{R(104, 105, 0)}, false, 1)
+	require.ErrorIs(t, err, ErrInvalidRanges)
+}
+
+func TestHandoverSnapshotValidate(t *testing.T) {
+	bad := NewHandover(map[string]uint64{"eth": 100})
+	bad.Handover["eth"] = Point{Number: 100, Hash: H("eth", 0, 100)}
+	assert.ErrorContains(t, bad.Validate(), "must be zero")
+	notIncomplete := NewHandover(map[string]uint64{"eth": 100})
+	notIncomplete.Incomplete = false
+	assert.ErrorContains(t, notIncomplete.Validate(), "not marked incomplete")
+	empty := NewHandover(map[string]uint64{"": 3})
+	assert.ErrorContains(t, empty.Validate(), "empty network id")
+	_, err := New(DefaultConfig(), bad)
+	require.Error(t, err)
+}
+
+func TestHandoverSnapshotWireForm(t *testing.T) {
+	snap := NewHandover(map[string]uint64{"eth": 100})
+	b, err := json.Marshal(snap)
+	require.NoError(t, err)
+	assert.Equal(t, `{"next":0,"watermarks":[],"incomplete":true,"handover":{"eth":{"number":100,`+
+		`"hash":"0x0000000000000000000000000000000000000000000000000000000000000000"}}}`, string(b))
+	var back Snapshot
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Equal(t, snap, back)
+	// The cursor is a copy: changing it does not change the snapshot.
+	c := back.Cursor()
+	c["eth"] = Point{Number: 1}
+	assert.Equal(t, uint64(100), back.Handover["eth"].Number)
+}
