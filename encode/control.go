@@ -67,6 +67,25 @@ type Watermark struct {
 	// Backfill is set on the watermarks of a backfill: the partition the
 	// listed batches belong to. Their ranges are the blocks published.
 	Backfill *BackfillPartition
+	// State is set on the live stream's watermarks: what, with the batches
+	// of this and the earlier watermarks since BaseOffset, rebuilds the
+	// checkpoint of an event that carries none.
+	State *StreamState
+}
+
+// StreamState is the part of a stream's checkpoint that a watermark event
+// without a checkpoint copy carries.
+type StreamState struct {
+	// Next is the next sequence number after the transaction.
+	Next uint64
+	// Retained are the sequence numbers of the retained watermarks, oldest
+	// first.
+	Retained []uint64
+	// Incomplete is the reorg snapshot's Incomplete flag.
+	Incomplete bool
+	// BaseOffset is the control-topic offset of the newest earlier event
+	// of the stream that carries a checkpoint; -1 when this one does.
+	BaseOffset int64
 }
 
 // BackfillPartition is the half-open block span [From, To) of a backfill
@@ -152,11 +171,18 @@ func rangeNative(r reorg.BlockRange) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var prev any
+	var prev, ts any
 	if r.HasPrevHash {
 		prev = goavro.Union("string", r.PrevHash.String())
 	}
-	return map[string]any{"network": r.Network, "start": s, "end": e, "hash": r.Hash.String(), "prev_hash": prev}, nil
+	if r.Timestamp != 0 {
+		t, err := toLong("range timestamp", r.Timestamp)
+		if err != nil {
+			return nil, err
+		}
+		ts = goavro.Union("long", t)
+	}
+	return map[string]any{"network": r.Network, "start": s, "end": e, "hash": r.Hash.String(), "prev_hash": prev, "timestamp": ts}, nil
 }
 
 // AppendWatermark appends w, single-object encoded, to dst.
@@ -214,8 +240,23 @@ func (c *ControlCodec) AppendWatermark(dst []byte, w Watermark) ([]byte, error) 
 		}
 		backfill = goavro.Union("amp.bridge.control.BackfillPartition", map[string]any{"from": from, "to": to})
 	}
+	var state any
+	if st := w.State; st != nil {
+		next, err := toLong("next sequence", st.Next)
+		if err != nil {
+			return dst, fmt.Errorf("encoding watermark: %w", err)
+		}
+		retained := make([]any, len(st.Retained))
+		for i, s := range st.Retained {
+			if retained[i], err = toLong("retained sequence", s); err != nil {
+				return dst, fmt.Errorf("encoding watermark: %w", err)
+			}
+		}
+		state = goavro.Union("amp.bridge.control.StreamState", map[string]any{"next": next, "retained": retained,
+			"incomplete": st.Incomplete, "base_offset": st.BaseOffset})
+	}
 	native := map[string]any{"stream": w.Stream, "sequence": seq, "ts_ms": w.TsMs, "cursor": cursor, "batches": batches,
-		"rows": rows, "checkpoint": nonNilBytes(w.Checkpoint), "backfill": backfill}
+		"rows": rows, "checkpoint": nonNilBytes(w.Checkpoint), "backfill": backfill, "state": state}
 	mark := len(dst)
 	dst = Framing{kind: framingSingleObject, fingerprint: c.wmFP}.AppendHeader(dst)
 	out, err := c.wm.BinaryFromNative(dst, native)
@@ -312,6 +353,9 @@ func rangeFromNative(m map[string]any) (reorg.BlockRange, error) {
 		}
 		r.HasPrevHash = true
 	}
+	if t, ok := m["timestamp"].(map[string]any); ok {
+		r.Timestamp = uint64(t["long"].(int64))
+	}
 	return r, nil
 }
 
@@ -320,6 +364,15 @@ func watermarkFromNative(m map[string]any) (*Watermark, error) {
 		Rows: uint64(m["rows"].(int64)), Cursor: reorg.Cursor{}}
 	if cp, ok := m["checkpoint"].([]byte); ok && len(cp) > 0 {
 		w.Checkpoint = cp
+	}
+	if sv, ok := m["state"].(map[string]any); ok {
+		sm := sv["amp.bridge.control.StreamState"].(map[string]any)
+		st := &StreamState{Next: uint64(sm["next"].(int64)), Incomplete: sm["incomplete"].(bool), BaseOffset: sm["base_offset"].(int64),
+			Retained: []uint64{}}
+		for _, v := range sm["retained"].([]any) {
+			st.Retained = append(st.Retained, uint64(v.(int64)))
+		}
+		w.State = st
 	}
 	if b, ok := m["backfill"].(map[string]any); ok {
 		p := b["amp.bridge.control.BackfillPartition"].(map[string]any)

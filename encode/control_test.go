@@ -28,6 +28,7 @@ func TestControlRoundTrip(t *testing.T) {
 	u := Undo{Stream: "eth", Sequence: 8, TsMs: 1, Cause: "reorg", BatchIDs: []string{"a", "b"},
 		Ranges: []InvalidatedRange{{Network: "mainnet", Start: 12, End: 13}}, FirstSequence: 5, LastSequence: 6}
 
+	w.State = &StreamState{Next: 9, Retained: []uint64{5, 6}, Incomplete: true, BaseOffset: 42}
 	b, err := c.AppendWatermark([]byte("prefix"), w)
 	require.NoError(t, err)
 	require.Equal(t, "prefix", string(b[:6]))

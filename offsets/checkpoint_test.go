@@ -236,8 +236,10 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 	nilSlices.Snapshot.Watermarks, nilSlices.Batches = nil, nil
 	nilSpans := testCheckpoint("n", 1, 2)
 	nilSpans.Batches[0].Spans = nil
+	handover := testCheckpoint("h", 1, 0)
+	handover.Snapshot = reorg.NewHandover(map[string]uint64{"mainnet": 24_000_000, "base": 7})
 	for name, cp := range map[string]Checkpoint{"golden": goldenCheckpoint(), "escapes": odd, "nil slices": nilSlices,
-		"nil spans": nilSpans, "128 batches": testCheckpoint("big", 9, 128)} {
+		"nil spans": nilSpans, "128 batches": testCheckpoint("big", 9, 128), "hand-over": handover} {
 		t.Run(name, func(t *testing.T) {
 			got, err := Marshal(cp)
 			require.NoError(t, err)
@@ -282,7 +284,7 @@ func TestEncodedTypesUnchanged(t *testing.T) {
 	assert.Equal(t, []string{"Stream", "Version", "Fingerprint", "CommittedAt", "ControlOffset", "Snapshot", "Batches"}, fields(Checkpoint{}))
 	assert.Equal(t, []string{"Seq", "ID", "Ranges", "Spans"}, fields(Batch{}))
 	assert.Equal(t, []string{"Topic", "Partition", "First", "Last"}, fields(Span{}))
-	assert.Equal(t, []string{"Next", "Watermarks", "Incomplete"}, fields(reorg.Snapshot{}), "reorg.Snapshot changed: update appendCheckpoint")
+	assert.Equal(t, []string{"Next", "Watermarks", "Incomplete", "Handover"}, fields(reorg.Snapshot{}), "reorg.Snapshot changed: update appendCheckpoint")
 	assert.Equal(t, []string{"Seq", "Ranges"}, fields(reorg.Watermark{}), "reorg.Watermark changed: update appendCheckpoint")
 	assert.Equal(t, []string{"Network", "Start", "End", "Hash", "PrevHash", "HasPrevHash", "Timestamp"}, fields(reorg.BlockRange{}),
 		"reorg.BlockRange changed: update appendRanges")

@@ -44,10 +44,13 @@
 //   - [Reconcile] is a pure decision over the stored checkpoint and the newest
 //     committed control event read from Kafka ([ControlState]); [Recover]
 //     wires it to a [Store] and a [ControlReader] and commits a repaired or
-//     rebuilt checkpoint. Every [Outcome] has a metric label. The sink
+//     rebuilt checkpoint. Every [Outcome] has a metric label. The bridge
 //     implements [ControlReader]; when the control event carries the
 //     Marshal bytes of the checkpoint being committed, [ControlStateOf]
-//     turns them into the [ControlState] it returns.
+//     turns them into the [ControlState] it returns; when it carries only
+//     the batches it committed and the stream's state after it ([Delta]),
+//     [RollForward] rebuilds the checkpoint from the newest earlier event
+//     that carries one.
 //
 // # Durability settings
 //

@@ -47,6 +47,15 @@ func appendCheckpoint(b []byte, cp Checkpoint) []byte {
 	if cp.Snapshot.Incomplete {
 		b = append(b, `,"incomplete":true`...)
 	}
+	if len(cp.Snapshot.Handover) > 0 {
+		// Only a backfill's hand-over checkpoint has one: no need for speed.
+		h, err := json.Marshal(cp.Snapshot.Handover)
+		if err != nil {
+			panic("offsets: encoding a hand-over cursor: " + err.Error()) // a map of numbers and hashes cannot fail
+		}
+		b = append(b, `,"handover":`...)
+		b = append(b, h...)
+	}
 	b = append(b, `},"batches":`...)
 	if cp.Batches == nil {
 		return append(b, "null}"...)

@@ -255,7 +255,7 @@ func sameState(s *Checkpoint, k *ControlState) bool {
 		return true
 	}
 	a, b := sw[len(sw)-1], kw[len(kw)-1]
-	return a.Seq == b.Seq && slices.Equal(a.Ranges, b.Ranges)
+	return a.Seq == b.Seq && slices.EqualFunc(a.Ranges, b.Ranges, reorg.BlockRange.Same)
 }
 
 // Recover loads the stream's checkpoint, reads the control topic from its

@@ -29,7 +29,8 @@ func TestHandoverResumesAtFirstUnpublishedBlock(t *testing.T) {
 	assert.Equal(t, "U#4:reorg:2..=3 D#5", brief(evs)) // undoes events 2..=3
 	assert.Equal(t, []Invalidation{{Network: "eth", Start: 105, End: 108}}, evs[0].Invalidations)
 	// One reaching into the backfilled blocks cannot be: they are not
-	// retained.
+	// retained. (See TestHandoverReorgInFirstLiveBatch for one after the
+	// hand-over block.)
 	m = newMachine(t, DefaultRetention, snap)
 	feed(t, m, D(R(100, 104, 0)), W(R(100, 104, 0)))
 	_, err = m.Apply([]BlockRange{withPrev(R(99, 104, 1), H("eth", 0, 98))}, false, 1)
@@ -103,4 +104,44 @@ func TestHandoverSnapshotWireForm(t *testing.T) {
 	c := back.Cursor()
 	c["eth"] = Point{Number: 1}
 	assert.Equal(t, uint64(100), back.Handover["eth"].Number)
+}
+
+// TestHandoverReorgInFirstLiveBatch: a fork inside the first live
+// microbatch after a hand-over (no watermark ends before it) is undone back
+// to the hand-over: everything retained is retracted and the stream resumes
+// at the hand-over block.
+func TestHandoverReorgInFirstLiveBatch(t *testing.T) {
+	snap := NewHandover(map[string]uint64{"eth": 100})
+	m := newMachine(t, DefaultRetention, snap)
+	feed(t, m, D(R(100, 110, 0)), W(R(100, 110, 0)))
+	evs, err := m.Apply([]BlockRange{withPrev(R(108, 111, 1), H("eth", 0, 107))}, false, 1)
+	require.ErrorIs(t, err, ErrReconnect)
+	var rc *ReconnectError
+	require.ErrorAs(t, err, &rc)
+	assert.Equal(t, Cursor{"eth": {Number: 100}}, rc.Cursor, "resume at the hand-over block")
+	require.Equal(t, "U#2:reorg:0..=1", brief(evs))
+	assert.Equal(t, []Watermark{{Seq: 1, Ranges: []BlockRange{R(100, 110, 0)}}}, evs[0].Retract)
+	require.NoError(t, m.Commit(2))
+	assert.Equal(t, Cursor{"eth": {Number: 100}}, m.Snapshot().Cursor())
+	// The server restarts at 100 on the new fork.
+	r := withPrev(R(100, 111, 1), H("eth", 0, 99))
+	evs = feed(t, m, D(r), W(r))
+	assert.Equal(t, "D#3 W#4", brief(evs))
+
+	// The same fork, when the server itself sends the new fork from the
+	// hand-over block: no reconnect.
+	m = newMachine(t, DefaultRetention, snap)
+	feed(t, m, D(R(100, 110, 0)), W(R(100, 110, 0)))
+	evs, err = m.Apply([]BlockRange{r}, false, 1)
+	require.NoError(t, err)
+	assert.Equal(t, "U#2:reorg:0..=1 D#3", brief(evs))
+
+	// Once retention has pruned the first live watermark, a fork before the
+	// oldest retained one is unrecoverable.
+	m = newMachine(t, 5, snap)
+	feed(t, m, W(R(100, 103, 0)), W(R(104, 107, 0)), W(R(108, 112, 0)), W(R(113, 120, 0)))
+	oldest := m.Retained()[0].Ranges[0]
+	require.Greater(t, oldest.Start, uint64(100), "pruned")
+	_, err = m.Apply([]BlockRange{withPrev(R(oldest.Start+1, 121, 1), H("eth", 0, oldest.Start))}, false, 1)
+	require.ErrorIs(t, err, ErrUnrecoverable)
 }

@@ -188,6 +188,8 @@ func (m *Machine) Apply(ranges []BlockRange, complete bool, rows int) ([]Event, 
 			rc := &ReconnectError{Invalidations: invs}
 			if rec.index >= 0 {
 				rc.Cursor, rc.Seq = CursorFromRanges(m.buf[rec.index].Ranges), m.buf[rec.index].Seq
+			} else if len(m.handover) > 0 {
+				rc.Cursor = m.handover.clone() // resume at the hand-over block
 			}
 			m.truncate(rec)
 			return events, rc
@@ -205,6 +207,36 @@ func (m *Machine) Apply(ranges []BlockRange, complete bool, rows int) ([]Event, 
 		events = append(events, m.watermark())
 	}
 	return events, nil
+}
+
+// handoverRecovery recovers a reorg after a backfill's hand-over: when
+// every invalidated block is at or after the hand-over block and the
+// retained watermarks still reach back to it (nothing pruned yet),
+// everything is undone and the stream resumes at the hand-over block,
+// without reconnecting when the incoming ranges start there.
+func (m *Machine) handoverRecovery(incoming []BlockRange, invs []Invalidation) (recovery, bool) {
+	if len(m.handover) == 0 {
+		return recovery{}, false
+	}
+	for _, inv := range invs {
+		if p, ok := m.handover[inv.Network]; !ok || inv.Start < p.Number {
+			return recovery{}, false
+		}
+	}
+	if len(m.buf) > 0 {
+		for _, r := range m.buf[0].Ranges {
+			if p, ok := m.handover[r.Network]; !ok || r.Start != p.Number {
+				return recovery{}, false
+			}
+		}
+	}
+	rec := recovery{index: -1}
+	for _, r := range incoming {
+		if p, ok := m.handover[r.Network]; !ok || r.Start != p.Number {
+			rec.reconnect = true
+		}
+	}
+	return rec, true
 }
 
 // checkHandover checks the first ranges after a backfill: one per network
@@ -253,6 +285,9 @@ func (m *Machine) findRecovery(incoming []BlockRange, invs []Invalidation) (reco
 		return rec, nil
 	}
 	if m.incomplete {
+		if rec, ok := m.handoverRecovery(incoming, invs); ok {
+			return rec, nil
+		}
 		e := &UnrecoverableError{Invalidations: invs, Retention: m.cfg.Retention}
 		if len(m.buf) > 0 {
 			e.Oldest = m.buf[0]

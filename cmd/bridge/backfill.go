@@ -472,6 +472,7 @@ func (r *streamRunner) handover(ctx context.Context, network string, end uint64)
 	r.txnOpen = false
 	if g, ok := committed.Group(controlGroup); ok && len(g.Spans) > 0 {
 		cp.ControlOffset = g.Spans[0].Last
+		r.lastFull, r.sinceFull = cp.ControlOffset, 0
 	}
 	if err := r.storeCheckpoint(ctx, &cp); err != nil {
 		return err

@@ -187,3 +187,50 @@ func TestIsFresh(t *testing.T) {
 	assert.True(t, isFresh(offsets.Checkpoint{}))
 	assert.False(t, isFresh(offsets.Checkpoint{Version: 1}))
 }
+
+func TestRunBackfillHandoverRestart(t *testing.T) {
+	scenarioBackfillHandoverRestart(t, fakeServices(t))
+}
+
+// scenarioBackfillHandoverRestart backfills up to the head (margin 0), so
+// the live stream has nothing to publish yet, and restarts: once with the
+// checkpoint store, once without it (rebuilt from the hand-over watermark
+// event). Both resume at the hand-over block.
+func scenarioBackfillHandoverRestart(t *testing.T, svc services) {
+	h := newBackfillHarness(t, svc, 50, BackfillConfig{Workers: 2, StepBlocks: 20, HandoverMargin: 0})
+	h.cfg.Streams[0].Backfill.HandoverMargin = 0 // defaults() set it to retention_blocks
+	stop := h.run()
+	require.Eventually(t, func() bool { return h.count("handover") == 1 }, 30*time.Second, 5*time.Millisecond)
+	require.NoError(t, stop())
+	assert.Zero(t, h.count("commit"), "nothing live yet")
+	stop = h.run()
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, stop())
+	if h.svc.flush != nil {
+		h.svc.flush(t)
+	} else {
+		h.flushPrefix(t, h.svc.redis)
+	}
+	h.sim.Mine(4)
+	stop = h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+	assert.Equal(t, 1, h.count("handover"))
+	assert.Equal(t, 4, h.count("backfill"), "partitions [0, 25) and [25, 50) in steps of 20")
+	requireClean(t, h.verify())
+	_, maxBlock, minBlock := h.topicOps()
+	assert.Equal(t, uint64(49), maxBlock["r"])
+	assert.Equal(t, uint64(50), minBlock["c"])
+
+	// A reorg inside the first live microbatch (50..=53): no watermark ends
+	// before the fork, so the bridge retracts back to the hand-over and
+	// resumes there.
+	stop = h.run()
+	h.waitHead()
+	require.NoError(t, h.sim.Reorg(2, 3))
+	h.waitHead()
+	require.NoError(t, stop())
+	rep := h.verify()
+	requireClean(t, rep)
+	assert.Positive(t, rep.Retracted)
+}

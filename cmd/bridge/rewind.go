@@ -50,10 +50,11 @@ func cmdRewind(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // transactional id (which fences a running instance: stop it first), it
 // retracts every batch the stream committed that reaches block to or
 // later, and writes the checkpoint the stream had after its newest
-// watermark that ends before to. The checkpoint is taken from the control
-// topic, where every watermark event carries one, so a rewind reaches
-// beyond the reorg retention window: it is the recovery from a reorg deeper
-// than retention. The next `bridge run` resumes from there.
+// watermark that ends before to. The checkpoint is rebuilt from the control
+// topic's watermark events (stateAt), so a rewind reaches beyond the reorg
+// retention window: it is the recovery from a reorg deeper than retention.
+// The next `bridge run` resumes from there. It does not reach into the
+// blocks of a backfill.
 func (b *bridge) rewind(ctx context.Context, id string, to uint64) (rewindResult, error) {
 	var sc *StreamConfig
 	for i := range b.cfg.Streams {
@@ -79,39 +80,41 @@ type controlHistory struct {
 }
 
 func (r *streamRunner) rewind(ctx context.Context, to uint64) (rewindResult, error) {
-	read, err := r.reader.ReadControl(ctx, r.deps.controlTopic(), 0)
+	cr := &controlReader{reader: r.reader, codec: r.deps.control, topic: r.deps.controlTopic()}
+	hist, read, err := cr.historyRead(ctx, r.cfg.ID, 0)
 	if err != nil {
-		return rewindResult{}, fmt.Errorf("reading control topic %s: %w", r.deps.controlTopic(), err)
+		return rewindResult{}, err
 	}
-	if read.Truncated || (len(read.Records) > 0 && read.Start > 0) {
+	if read.Truncated || (read.End > read.Start && read.Start > 0) {
 		return rewindResult{}, fmt.Errorf("control topic %s starts at offset %d: retention removed the history a rewind needs; "+
 			"its retention must be infinite (retention.ms=-1)", r.deps.controlTopic(), read.Start)
 	}
-	var hist []controlHistory
-	for _, rec := range read.Records {
-		if string(rec.Key) != r.cfg.ID || rec.Value == nil {
-			continue
+	// The backfilled history cannot be published again by a rewind: its
+	// progress records would still count it as published.
+	for _, h := range hist {
+		if w := h.ev.Watermark; w != nil && w.Backfill != nil {
+			for _, b := range w.Batches {
+				for _, rg := range b.Ranges {
+					if rg.End >= to {
+						return rewindResult{}, fmt.Errorf("block %d is inside the stream's backfill (published up to block %d); "+
+							"a rewind reaches back to the hand-over at most: start a new stream id to publish the history again", to, rg.End)
+					}
+				}
+			}
 		}
-		ev, err := r.deps.control.Decode(rec.Value)
-		if err != nil {
-			return rewindResult{}, fmt.Errorf("decoding control event at offset %d: %w", rec.Offset, err)
-		}
-		hist = append(hist, controlHistory{offset: rec.Offset, ev: ev})
 	}
-	// The target: the newest watermark whose cursor ends before block to.
+	// The target: the newest live watermark whose cursor ends before block to.
 	target := -1
 	for i, h := range hist {
-		if w := h.ev.Watermark; w != nil && len(w.Checkpoint) > 0 && cursorBefore(w.Cursor, to) {
+		if w := h.ev.Watermark; w != nil && w.Backfill == nil && (len(w.Checkpoint) > 0 || w.State != nil) && cursorBefore(w.Cursor, to) {
 			target = i
 		}
 	}
 	base := offsets.ControlState{Snapshot: reorg.Snapshot{Watermarks: []reorg.Watermark{}}, Batches: []offsets.Batch{}}
 	if target >= 0 {
-		st, err := offsets.ControlStateOf(hist[target].ev.Watermark.Checkpoint, hist[target].offset)
-		if err != nil {
-			return rewindResult{}, fmt.Errorf("decoding the checkpoint at control offset %d: %w", hist[target].offset, err)
+		if base, err = stateAt(hist, target); err != nil {
+			return rewindResult{}, fmt.Errorf("rebuilding the checkpoint at control offset %d: %w", hist[target].offset, err)
 		}
-		base = *st
 	}
 	// Everything committed after the target and not retracted since.
 	live := map[string]offsets.Batch{}
@@ -119,11 +122,7 @@ func (r *streamRunner) rewind(ctx context.Context, to uint64) (rewindResult, err
 		switch {
 		case h.ev.Watermark != nil:
 			for _, cb := range h.ev.Watermark.Batches {
-				b := offsets.Batch{Seq: cb.Sequence, ID: cb.BatchID, Ranges: cb.Ranges}
-				for _, s := range cb.Spans {
-					b.Spans = append(b.Spans, offsets.Span{Topic: s.Topic, Partition: s.Partition, First: s.First, Last: s.Last})
-				}
-				live[cb.BatchID] = b
+				live[cb.BatchID] = offsetsBatch(cb)
 			}
 		case h.ev.Undo != nil:
 			for _, id := range h.ev.Undo.BatchIDs {

@@ -44,6 +44,9 @@ type bridge struct {
 	events   func(streamEvent)
 	// verifyWait bounds verify's canonical-chain check (default 3s).
 	verifyWait time.Duration
+	// fullEvery overrides how often a watermark carries the checkpoint
+	// (tests; 0 is the constant fullEvery).
+	fullEvery int
 }
 
 func newLogger(cfg LogConfig, w io.Writer) *slog.Logger {
@@ -157,7 +160,7 @@ func (b *bridge) runner(sc StreamConfig) *streamRunner {
 		version: buildVersion(), now: time.Now, events: b.events,
 		kafkaControlTopic: b.cfg.Kafka.ControlTopic, kafkaReplication: b.cfg.Kafka.ReplicationFactor,
 		restartMin: b.cfg.Amp.ReconnectMin, restartMax: b.cfg.Amp.ReconnectMax,
-		ready: b.setReady, heads: b.syncedHeads,
+		ready: b.setReady, heads: b.syncedHeads, fullEvery: b.fullEvery,
 	}}
 }
 

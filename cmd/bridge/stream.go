@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -66,6 +67,8 @@ type streamDeps struct {
 	// heads asks Amp how far a query's tables are synced, per network; nil
 	// disables the head poller.
 	heads func(ctx context.Context, sql string) (map[string]uint64, error)
+	// fullEvery overrides the constant fullEvery (tests).
+	fullEvery int
 }
 
 // streamEvent is a human-readable account of one thing a stream did.
@@ -109,6 +112,11 @@ type streamRunner struct {
 	// batch log that retractions read spans from.
 	committed offsets.Checkpoint
 	resume    reorg.Cursor
+	// lastFull is the control offset of this run's newest watermark event
+	// that carries the checkpoint (-1 before the first), and sinceFull the
+	// commits since: the others carry only the state (fullEvery).
+	lastFull  int64
+	sinceFull int
 	// committedCursor holds the committed cursor (a reorg.Cursor never
 	// modified after it is stored) for the head poller's goroutine.
 	committedCursor atomic.Value
@@ -238,6 +246,7 @@ func (r *streamRunner) setup(ctx context.Context) error {
 		return fmt.Errorf("reconciling the checkpoint of stream %s with Kafka: %w", r.cfg.ID, err)
 	}
 	r.committed = dec.Checkpoint
+	r.lastFull, r.sinceFull = -1, 0
 	r.log.Info("checkpoint reconciled", "outcome", dec.Outcome.String(), "version", r.committed.Version,
 		"cursor", cursorText(r.committed.Cursor()), "retained_batches", len(r.committed.Batches))
 	if r.cfg.Backfill.Enabled {
@@ -426,6 +435,13 @@ func (r *streamRunner) runOnce(ctx context.Context) error {
 		}
 	}
 }
+
+// fullEvery is how often a watermark event carries the whole checkpoint
+// (about 570 bytes per retained batch: 73 KB at 128 single-block batches);
+// the others carry the batches they commit and the retained sequence
+// numbers, from which offsets.RollForward rebuilds it. A run's first
+// watermark always carries it.
+const fullEvery = 64
 
 // errCommitDue is returned by next when the open transaction's budget ran
 // out while waiting for Amp: a quiet chain must not hold committed-looking
@@ -748,7 +764,18 @@ func (r *streamRunner) commit(ctx context.Context) error {
 			return r.txnError("producing an undo event", err)
 		}
 	}
-	wm := encode.Watermark{Stream: r.cfg.ID, Sequence: last.Seq, TsMs: r.deps.now().UnixMilli(), Cursor: snap.Cursor(), Checkpoint: cpBytes}
+	// The checkpoint rides in the first watermark of a run and then in
+	// every fullEvery-th; the others carry the state it is rebuilt from.
+	full := r.lastFull < 0 || r.sinceFull+1 >= cmp.Or(r.deps.fullEvery, fullEvery)
+	state := &encode.StreamState{Next: snap.Next, Incomplete: snap.Incomplete, BaseOffset: r.lastFull,
+		Retained: make([]uint64, len(snap.Watermarks))}
+	for i, w := range snap.Watermarks {
+		state.Retained[i] = w.Seq
+	}
+	wm := encode.Watermark{Stream: r.cfg.ID, Sequence: last.Seq, TsMs: r.deps.now().UnixMilli(), Cursor: snap.Cursor(), State: state}
+	if full {
+		wm.Checkpoint, state.BaseOffset = cpBytes, -1
+	}
 	for _, p := range r.pending {
 		cb := encode.CommittedBatch{BatchID: p.wm.BatchID, Sequence: p.wm.Seq, Ranges: p.wm.Ranges, Rows: uint64(p.rows)}
 		if g, ok := flushed.Group(p.wm.BatchID); ok {
@@ -772,6 +799,11 @@ func (r *streamRunner) commit(ctx context.Context) error {
 	r.deps.metrics.batchesCommitted.WithLabelValues(r.cfg.ID).Add(float64(len(r.pending)))
 	if g, ok := committed.Group(controlGroup); ok && len(g.Spans) > 0 {
 		cp.ControlOffset = g.Spans[0].Last
+	}
+	if full {
+		r.lastFull, r.sinceFull = cp.ControlOffset, 0
+	} else {
+		r.sinceFull++
 	}
 	now := r.deps.now()
 	for _, rg := range last.Ranges {
@@ -937,21 +969,65 @@ type controlReader struct {
 
 var _ offsets.ControlReader = (*controlReader)(nil)
 
-// NewestState returns the newest committed watermark of stream that carries
-// a checkpoint, reading from offset from.
+// NewestState returns the stream's state after its newest committed live
+// watermark at or after offset from: the checkpoint that event carries, or,
+// for an event that carries only its state, the checkpoint of the event at
+// its base offset rolled forward through the watermarks since
+// (offsets.RollForward). Backfill watermarks are not the live stream's.
 func (c *controlReader) NewestState(ctx context.Context, stream string, from int64) (*offsets.ControlState, error) {
 	start := from
 	if start == offsets.NoOffset {
 		start = 0
 	}
-	read, err := c.reader.ReadControl(ctx, c.topic, start)
+	hist, err := c.history(ctx, stream, start)
 	if err != nil {
-		return nil, fmt.Errorf("reading control topic %s: %w", c.topic, err)
+		return nil, err
 	}
-	// Newest first: only the stream's newest watermark that carries a
-	// checkpoint is decoded, however long the topic is.
-	for i := len(read.Records) - 1; i >= 0; i-- {
-		rec := read.Records[i]
+	for i := len(hist) - 1; i >= 0; i-- {
+		w := hist[i].ev.Watermark
+		if w == nil || w.Backfill != nil || (len(w.Checkpoint) == 0 && w.State == nil) {
+			continue
+		}
+		if len(w.Checkpoint) == 0 && w.State.BaseOffset < start {
+			// The checkpoint is older than from: read from there.
+			if hist, err = c.history(ctx, stream, w.State.BaseOffset); err != nil {
+				return nil, err
+			}
+			if i = lastLiveWatermark(hist); i < 0 {
+				return nil, fmt.Errorf("control topic %s: the stream's events vanished between two reads", c.topic)
+			}
+		}
+		st, err := stateAt(hist, i)
+		if err != nil {
+			return nil, fmt.Errorf("control topic %s: %w", c.topic, err)
+		}
+		return &st, nil
+	}
+	return nil, nil
+}
+
+// history returns the stream's committed control events at offsets at or
+// after from, oldest first.
+func (c *controlReader) history(ctx context.Context, stream string, from int64) ([]controlHistory, error) {
+	hist, _, err := c.historyRead(ctx, stream, from)
+	return hist, err
+}
+
+// historyRead is history that also returns the read's bounds (its Records
+// are not kept).
+func (c *controlReader) historyRead(ctx context.Context, stream string, from int64) ([]controlHistory, sink.ControlRead, error) {
+	read, err := c.reader.ReadControl(ctx, c.topic, from)
+	if err != nil {
+		return nil, read, fmt.Errorf("reading control topic %s: %w", c.topic, err)
+	}
+	hist, err := c.decodeHistory(stream, read)
+	read.Records = nil
+	return hist, read, err
+}
+
+func (c *controlReader) decodeHistory(stream string, read sink.ControlRead) ([]controlHistory, error) {
+	var hist []controlHistory
+	for _, rec := range read.Records {
 		if string(rec.Key) != stream || rec.Value == nil {
 			continue
 		}
@@ -959,14 +1035,67 @@ func (c *controlReader) NewestState(ctx context.Context, stream string, from int
 		if err != nil {
 			return nil, fmt.Errorf("decoding control event at %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
-		if ev.Watermark == nil || ev.Watermark.Stream != stream || len(ev.Watermark.Checkpoint) == 0 {
+		if (ev.Watermark != nil && ev.Watermark.Stream != stream) || (ev.Undo != nil && ev.Undo.Stream != stream) {
 			continue
 		}
-		st, err := offsets.ControlStateOf(ev.Watermark.Checkpoint, rec.Offset)
-		if err != nil {
-			return nil, fmt.Errorf("decoding the checkpoint in control event %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
-		}
-		return st, nil
+		hist = append(hist, controlHistory{offset: rec.Offset, ev: ev})
 	}
-	return nil, nil
+	return hist, nil
+}
+
+// lastLiveWatermark returns the index of the newest live watermark that
+// carries a checkpoint or a state, or -1.
+func lastLiveWatermark(hist []controlHistory) int {
+	for i := len(hist) - 1; i >= 0; i-- {
+		if w := hist[i].ev.Watermark; w != nil && w.Backfill == nil && (len(w.Checkpoint) > 0 || w.State != nil) {
+			return i
+		}
+	}
+	return -1
+}
+
+// stateAt returns the stream's state after the live watermark hist[i]: its
+// checkpoint, or the checkpoint of the event at its base offset rolled
+// forward through the live watermarks up to it.
+func stateAt(hist []controlHistory, i int) (offsets.ControlState, error) {
+	w := hist[i].ev.Watermark
+	if len(w.Checkpoint) > 0 {
+		st, err := offsets.ControlStateOf(w.Checkpoint, hist[i].offset)
+		if err != nil {
+			return offsets.ControlState{}, err
+		}
+		return *st, nil
+	}
+	b := slices.IndexFunc(hist[:i], func(h controlHistory) bool { return h.offset == w.State.BaseOffset })
+	if b < 0 || hist[b].ev.Watermark == nil || len(hist[b].ev.Watermark.Checkpoint) == 0 {
+		return offsets.ControlState{}, fmt.Errorf("the watermark at offset %d refers to the checkpoint at offset %d, "+
+			"which is not a committed watermark of the stream with a checkpoint: the control topic was truncated or rewritten",
+			hist[i].offset, w.State.BaseOffset)
+	}
+	base, err := offsets.ControlStateOf(hist[b].ev.Watermark.Checkpoint, hist[b].offset)
+	if err != nil {
+		return offsets.ControlState{}, err
+	}
+	var deltas []offsets.Delta
+	for _, h := range hist[b+1 : i+1] {
+		d := h.ev.Watermark
+		if d == nil || d.Backfill != nil || d.State == nil {
+			continue
+		}
+		delta := offsets.Delta{Offset: h.offset, Retained: d.State.Retained, Next: d.State.Next, Incomplete: d.State.Incomplete}
+		for _, cb := range d.Batches {
+			delta.Batches = append(delta.Batches, offsetsBatch(cb))
+		}
+		deltas = append(deltas, delta)
+	}
+	return offsets.RollForward(*base, deltas)
+}
+
+// offsetsBatch converts a watermark event's batch to the checkpoint's form.
+func offsetsBatch(cb encode.CommittedBatch) offsets.Batch {
+	b := offsets.Batch{Seq: cb.Sequence, ID: cb.BatchID, Ranges: cb.Ranges}
+	for _, s := range cb.Spans {
+		b.Spans = append(b.Spans, offsets.Span{Topic: s.Topic, Partition: s.Partition, First: s.First, Last: s.Last})
+	}
+	return b
 }
