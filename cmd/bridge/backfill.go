@@ -92,11 +92,17 @@ func (r *streamRunner) backfill(ctx context.Context) error {
 		return err
 	}
 	queue := make(chan source.BlockSpan, len(plan.parts))
+	left := uint64(0)
 	for _, p := range plan.parts {
-		if len(subtractSpans(p, plan.done)) > 0 {
+		if rest := subtractSpans(p, plan.done); len(rest) > 0 {
 			queue <- p
+			for _, s := range rest {
+				left += s.Len()
+			}
 		}
 	}
+	r.backfillLeft.Store(left)
+	r.deps.metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(float64(left))
 	r.log.Info("backfill", "network", plan.network, "from", plan.from, "to", plan.end, "partitions", len(plan.parts),
 		"partitions_to_run", len(queue), "workers", len(workers), "column", plan.column)
 	close(queue)
@@ -408,6 +414,7 @@ func (w *backfillWorker) step(ctx context.Context, s source.BlockSpan, last bool
 		return w.txnError("committing a backfill transaction", err)
 	}
 	w.out.Reset()
+	r.deps.metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(float64(r.backfillLeft.Add(^(s.Len() - 1))))
 	r.emit(streamEvent{Kind: "backfill", BatchID: batchID, Ranges: ranges, Rows: rows})
 	if ps, ok := r.deps.store.(offsets.PartitionStore); ok {
 		rec := offsets.Partition{Stream: r.cfg.ID, From: w.part.From, To: w.part.To, Done: last,
@@ -478,6 +485,7 @@ func (r *streamRunner) handover(ctx context.Context, network string, end uint64)
 		return err
 	}
 	r.committed = cp
+	r.deps.metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(0)
 	r.log.Info("backfill done: the live stream starts at the first block not backfilled", "network", network, "block", end)
 	r.emit(streamEvent{Kind: "handover", Detail: fmt.Sprintf("%s: live from block %d", network, end)})
 	return nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -126,9 +127,12 @@ func TestRunBackfillResumes(t *testing.T) { scenarioBackfillResumes(t, fakeServi
 // from the control topic and publishes only the blocks not yet published.
 func scenarioBackfillResumes(t *testing.T, svc services) {
 	h := newBackfillHarness(t, svc, 240, BackfillConfig{Workers: 1, PartitionSize: 60, StepBlocks: 10, HandoverMargin: 20})
-	stop := h.run()
+	stop, b := h.runBridge()
 	require.Eventually(t, func() bool { return h.count("backfill") >= 5 }, 30*time.Second, 5*time.Millisecond)
+	left := testutil.ToFloat64(b.metrics.backfillLeft.WithLabelValues(h.cfg.Streams[0].ID))
 	require.NoError(t, stop())
+	assert.Less(t, left, 220.0, "amp_bridge_backfill_blocks_remaining went down")
+	assert.Positive(t, left)
 	first := h.count("backfill")
 	require.Less(t, first, 22, "stopped before the end of the backfill")
 	assert.Zero(t, h.count("handover"))
@@ -137,8 +141,9 @@ func scenarioBackfillResumes(t *testing.T, svc services) {
 	} else {
 		h.flushPrefix(t, h.svc.redis)
 	}
-	stop = h.run()
+	stop, b = h.runBridge()
 	h.waitHead()
+	assert.Zero(t, testutil.ToFloat64(b.metrics.backfillLeft.WithLabelValues(h.cfg.Streams[0].ID)))
 	require.NoError(t, stop())
 	// [0, 220) in steps of 10: 22 steps, none run twice.
 	assert.Equal(t, 22, h.count("backfill"))

@@ -23,6 +23,7 @@ type bridgeMetrics struct {
 	behindSource     *prometheus.GaugeVec
 	committedBlock   *prometheus.GaugeVec
 	behindHead       *prometheus.GaugeVec
+	backfillLeft     *prometheus.GaugeVec
 }
 
 // newBridgeMetrics registers the metrics on reg (nil: not registered).
@@ -56,11 +57,13 @@ func newBridgeMetrics(reg prometheus.Registerer) *bridgeMetrics {
 			Help: "Number of the newest committed block, per network (compare with the chain head)."}, []string{"stream", "network"}),
 		behindHead: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "behind_head_blocks",
 			Help: "Blocks between Amp's synced head and the newest committed block, per network (polled every streams[].head_poll_interval)."}, []string{"stream", "network"}),
+		backfillLeft: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "backfill_blocks_remaining",
+			Help: "Blocks the stream's backfill has still to publish before the hand-over to live (0 once live)."}, stream),
 	}
 	if reg != nil {
 		reg.MustRegister(m.polled, m.batchesCommitted, m.reorgs, m.reorgDepth,
 			m.retractions, m.reconnects, m.restarts, m.reconciliations, m.checkpointTime, m.checkpointErrors,
-			m.behindSource, m.committedBlock, m.behindHead)
+			m.behindSource, m.committedBlock, m.behindHead, m.backfillLeft)
 	}
 	return m
 }

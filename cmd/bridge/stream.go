@@ -117,6 +117,9 @@ type streamRunner struct {
 	// commits since: the others carry only the state (fullEvery).
 	lastFull  int64
 	sinceFull int
+	// backfillLeft counts the blocks the backfill's workers have still to
+	// publish (for amp_bridge_backfill_blocks_remaining).
+	backfillLeft atomic.Uint64
 	// committedCursor holds the committed cursor (a reorg.Cursor never
 	// modified after it is stored) for the head poller's goroutine.
 	committedCursor atomic.Value
@@ -255,6 +258,7 @@ func (r *streamRunner) setup(ctx context.Context) error {
 				return err
 			}
 		} else {
+			r.deps.metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(0)
 			r.log.Debug("backfill not run: the stream has gone live", "cursor", cursorText(r.committed.Cursor()))
 		}
 	}
