@@ -48,6 +48,8 @@ func TestSQLFilters(t *testing.T) {
 	require.NoError(t, err)
 	logs, err := chain.ExpectedRows("logs", 0, 5)
 	require.NoError(t, err)
+	after2, err := chain.ExpectedRows("transactions", 3, 5)
+	require.NoError(t, err)
 	h3 := hashOf(t, s, 3)
 	tests := []struct {
 		name string
@@ -74,6 +76,12 @@ func TestSQLFilters(t *testing.T) {
 		{"versioned namespace form", `SELECT tx_hash FROM "edgeandnode/eth_rpc@1.0.0".transactions WHERE block_num IN (2,3)`, mid},
 		{"backfill wrapper", `SELECT * FROM (SELECT block_num, tx_hash FROM eth_rpc.transactions WHERE type >= 0) AS amp_partition WHERE amp_partition.block_num >= 2 AND amp_partition.block_num < 4`, mid},
 		{"backfill wrapper on renamed column", `SELECT * FROM (SELECT block_num AS bn, tx_hash FROM eth_rpc.transactions) AS amp_partition WHERE amp_partition.bn >= 2 AND amp_partition.bn < 4`, mid},
+		{"negative upper bound prunes everything", `SELECT tx_hash FROM eth_rpc.transactions WHERE _block_num < 0`, 0},
+		{"empty span", `SELECT * FROM (SELECT * FROM eth_rpc.transactions) AS amp_partition WHERE amp_partition._block_num >= 3 AND amp_partition._block_num < 3`, 0},
+		{"literal on the left", `SELECT tx_hash FROM eth_rpc.transactions WHERE 2 <= block_num AND 3 >= block_num`, mid},
+		{"equality or equality (not pruned)", `SELECT tx_hash FROM eth_rpc.transactions WHERE block_num = 2 OR block_num = 3`, mid},
+		{"bound and another filter", `SELECT tx_hash FROM eth_rpc.transactions WHERE block_num >= 2 AND tx_index >= 0 AND block_num < 4`, mid},
+		{"bounds at the edge of int64", `SELECT tx_hash FROM eth_rpc.transactions WHERE block_num > 2 AND block_num < 9223372036854775807`, after2},
 		{"comments and semicolon", "-- c\nSELECT /* x */ tx_hash FROM eth_rpc.transactions WHERE block_num IN (2,3);", mid},
 		{"uppercase keywords and columns", `SELECT TX_HASH FROM ETH_RPC.TRANSACTIONS WHERE BLOCK_NUM IN (2, 3)`, mid},
 	}

@@ -53,10 +53,14 @@ func (s *Server) emitBlocks(w *streamWriter, p *plan, e emitSpec) (int, error) {
 	// Fast path: a branch without filters whose projection names each
 	// source column at most once is generated straight into the builders.
 	fast := make(map[*branch]*builderSink)
+	bds := make(map[*branch]bounds, len(p.rel.branches))
+	for _, br := range p.rel.branches {
+		bds[br] = br.blockBounds()
+	}
 	var flushErr error
 	if limit == nil {
 		for _, br := range p.rel.branches {
-			if len(br.filters) > 0 {
+			if len(br.filters) > 0 && !bds[br].blockOnly {
 				continue
 			}
 			bs := make([]array.Builder, br.table.schema.NumFields())
@@ -77,7 +81,7 @@ func (s *Server) emitBlocks(w *streamWriter, p *plan, e emitSpec) (int, error) {
 	}
 	for _, blk := range blocks {
 		for _, br := range p.rel.branches {
-			if br.chain != chain || br.unsynced {
+			if br.chain != chain || br.unsynced || !bds[br].has(blk.Number) {
 				continue
 			}
 			if fs := fast[br]; fs != nil {
@@ -167,7 +171,7 @@ func (s *Server) runBatch(ctx context.Context, w *streamWriter, p *plan) error {
 		for _, sp := range spans {
 			for _, blk := range sp.blocks {
 				for _, br := range p.rel.branches {
-					if br.chain != sp.chain || br.unsynced {
+					if br.chain != sp.chain || br.unsynced || !br.blockBounds().has(blk.Number) {
 						continue
 					}
 					for _, r := range genRows(br.table, sp.chain.sy, sp.chain.cfg, blk) {
