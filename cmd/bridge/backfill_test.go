@@ -110,6 +110,14 @@ func scenarioBackfill(t *testing.T, svc services) {
 	assert.Contains(t, st.String(), "backfill: 3 partition(s) recorded, 3 done")
 	assert.Contains(t, st.String(), "[140, 170) done")
 
+	// A rewind does not reach into the backfilled blocks.
+	b, err = newBridge(t.Context(), h.cfg, testLogger())
+	require.NoError(t, err)
+	_, err = b.rewind(t.Context(), h.cfg.Streams[0].ID, 150)
+	b.close()
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "block 150 is inside the stream's backfill (published up to block 169)")
+
 	// A restart goes on live: no second backfill, no hand-over.
 	h.sim.Mine(2)
 	stop = h.run()
