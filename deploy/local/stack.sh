@@ -4,7 +4,7 @@
 # Confluent-compatible schema registry (franz-go srfake served by cmd/devstack)
 # and a Python venv with independent readers (pyarrow, fastavro, confluent-kafka).
 #
-#   deploy/local/stack.sh start  [kafka|redis|registry|python ...]   (default: all)
+#   deploy/local/stack.sh start  [kafka|redis|registry|python|tools|flink ...]   (default: all)
 #   deploy/local/stack.sh stop   [kafka|redis|registry ...]          (KEEP=1 keeps data)
 #   deploy/local/stack.sh status
 #   deploy/local/stack.sh env          print the env file
@@ -12,7 +12,8 @@
 # Every service listens on a free port of 127.0.0.1. State lives in .local/ at the
 # repository root (override with BRIDGE_LOCAL_DIR): stack/<service>/ holds pid,
 # config, log and data; stack.env holds the addresses for the tests. Caches that
-# survive stop: kafka-libs/ (broker jars), venv/ (Python), bin/devstack.
+# survive stop: kafka-libs/ (broker jars), venv/ (Python), bin/devstack,
+# flink/ (the Flink SQL job of test/flink and its jars).
 # Starting twice is harmless; stop ends exactly the processes start recorded.
 set -euo pipefail
 
@@ -391,9 +392,23 @@ start_tools() {
   log "tools: $(command -v promtool) ($v)"
 }
 
+# --- flink -----------------------------------------------------------------
+
+# start_flink installs what test/flink needs (a JDK with javac, Maven) and
+# builds its Flink SQL job with test/flink/build.sh (jars from Maven Central,
+# cached in .local/flink/); nothing is started.
+start_flink() {
+  need_cmd javac openjdk-17-jdk-headless
+  need_cmd mvn maven
+  local dir t0
+  t0=$(now_ms)
+  dir=$("$ROOT/test/flink/build.sh") || die "building the Flink job (test/flink/build.sh)"
+  log "flink: job and classpath in $dir, ready in $(since "$t0")"
+}
+
 # --- commands --------------------------------------------------------------
 
-services() { if (($# == 0)); then echo kafka redis registry python tools; else echo "$@"; fi; }
+services() { if (($# == 0)); then echo kafka redis registry python tools flink; else echo "$@"; fi; }
 
 cmd_start() {
   local s
@@ -402,7 +417,8 @@ cmd_start() {
   for s in $(services "$@"); do
     case $s in
       kafka) start_kafka ;; redis) start_redis ;; registry) start_registry ;; python) start_python ;; tools) start_tools ;;
-      *) die "unknown service '$s' (want kafka, redis, registry, python or tools)" ;;
+      flink) start_flink ;;
+      *) die "unknown service '$s' (want kafka, redis, registry, python, tools or flink)" ;;
     esac
     write_env
   done
@@ -414,7 +430,7 @@ cmd_stop() {
   for s in $(services "$@"); do
     case $s in
       kafka) stop_kafka ;; redis) stop_redis ;; registry) stop_registry ;;
-      python | tools) ;; # caches: remove .local/venv to rebuild the venv
+      python | tools | flink) ;; # caches: remove .local/venv (.local/flink) to rebuild the venv (Flink job)
       *) die "unknown service '$s' (want kafka, redis or registry)" ;;
     esac
   done
@@ -443,7 +459,7 @@ main() {
     restart) cmd_stop "$@"; cmd_start "$@" ;;
     status) cmd_status ;;
     env) cat "$ENV_FILE" ;;
-    *) echo "usage: $0 start|stop|restart [kafka|redis|registry|python ...] | status | env" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|restart [kafka|redis|registry|python|tools|flink ...] | status | env" >&2; exit 2 ;;
   esac
 }
 
