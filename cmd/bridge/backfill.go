@@ -91,6 +91,9 @@ func (r *streamRunner) backfill(ctx context.Context) error {
 	if plan.done, err = r.backfillDone(ctx); err != nil {
 		return err
 	}
+	// Connected and publishing: a backfill may run for hours, and /readyz
+	// must not hold the pod unready for all of it.
+	r.setReady(true)
 	queue := make(chan source.BlockSpan, len(plan.parts))
 	left := uint64(0)
 	for _, p := range plan.parts {
