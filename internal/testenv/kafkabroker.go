@@ -28,7 +28,7 @@ type KafkaBroker struct {
 	dir   string
 	port  int
 	cport int
-	p     *proc
+	p     *Process
 }
 
 const brokerLog4j = `status = warn
@@ -66,7 +66,7 @@ func StartKafkaBroker(t testing.TB) *KafkaBroker {
 	}
 	t.Cleanup(func() {
 		if k.p != nil {
-			k.p.stop(30 * time.Second)
+			k.p.Term(30 * time.Second)
 		}
 	})
 	if err := k.start(); err != nil {
@@ -86,14 +86,14 @@ func (k *KafkaBroker) Backend() Backend {
 // Kill9 kills the broker with SIGKILL and waits for it to exit.
 func (k *KafkaBroker) Kill9() {
 	if k.p != nil {
-		k.p.kill9()
+		k.p.Kill9()
 	}
 }
 
 // Stop shuts the broker down cleanly (SIGTERM; SIGKILL after 30 s).
 func (k *KafkaBroker) Stop() {
 	if k.p != nil {
-		k.p.stop(30 * time.Second)
+		k.p.Term(30 * time.Second)
 	}
 }
 
@@ -184,16 +184,9 @@ func clusterID() string {
 }
 
 func (k *KafkaBroker) start() error {
-	logf, err := os.OpenFile(k.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("opening log: %w", err)
-	}
-	defer logf.Close()
 	args := append(k.jvmArgs(), "kafka.Kafka", filepath.Join(k.dir, "server.properties"))
 	cmd := exec.CommandContext(context.Background(), k.java, args...)
-	cmd.Stdout = logf
-	cmd.Stderr = logf
-	p, err := startProc(cmd)
+	p, err := StartProcess(cmd, k.logPath())
 	if err != nil {
 		return err
 	}
@@ -201,8 +194,8 @@ func (k *KafkaBroker) start() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	for {
-		if p.exited() {
-			return fmt.Errorf("%w: %w; log:\n%s", errExited, p.err, tail(k.logPath(), 30))
+		if p.Exited() {
+			return fmt.Errorf("%w: %w; log:\n%s", errExited, p.Err(), Tail(k.logPath(), 30))
 		}
 		err := brokerReady(ctx, k.Addr())
 		if err == nil {
@@ -210,8 +203,8 @@ func (k *KafkaBroker) start() error {
 		}
 		select {
 		case <-ctx.Done():
-			p.kill9()
-			return fmt.Errorf("waiting for broker on %s: %w; log:\n%s", k.Addr(), err, tail(k.logPath(), 30))
+			p.Kill9()
+			return fmt.Errorf("waiting for broker on %s: %w; log:\n%s", k.Addr(), err, Tail(k.logPath(), 30))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

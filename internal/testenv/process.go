@@ -28,19 +28,34 @@ func freePort() (int, error) {
 	return addr.Port, nil
 }
 
-// proc is a child process with its exit observed by one goroutine.
-type proc struct {
+// Process is a child process of a test (a server, or the bridge binary of
+// the end-to-end tests) whose exit one goroutine observes. The kernel kills
+// it when the test binary dies (on Linux), so a test killed by its timeout
+// leaves no process behind.
+type Process struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
 }
 
-func startProc(cmd *exec.Cmd) (*proc, error) {
+// StartProcess starts cmd with its stdout and stderr appended to the file
+// logPath (created when missing; left as cmd has them when logPath is
+// empty).
+func StartProcess(cmd *exec.Cmd, logPath string) (*Process, error) {
+	if logPath != "" {
+		f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("opening log: %w", err)
+		}
+		// The child has its own descriptor once started.
+		defer f.Close()
+		cmd.Stdout, cmd.Stderr = f, f
+	}
 	setParentDeath(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", cmd.Path, err)
 	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
+	p := &Process{cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
@@ -48,7 +63,8 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 	return p, nil
 }
 
-func (p *proc) exited() bool {
+// Exited reports whether the process has exited.
+func (p *Process) Exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -57,30 +73,41 @@ func (p *proc) exited() bool {
 	}
 }
 
-// kill9 sends SIGKILL and waits for the exit.
-func (p *proc) kill9() {
-	if p.exited() {
+// Err is what waiting for the process returned (nil for exit status 0, an
+// *exec.ExitError otherwise); it is nil while the process runs.
+func (p *Process) Err() error {
+	if !p.Exited() {
+		return nil
+	}
+	return p.err
+}
+
+// Kill9 sends SIGKILL and waits for the exit.
+func (p *Process) Kill9() {
+	if p.Exited() {
 		return
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
 }
 
-// stop sends SIGTERM, waits up to grace, then SIGKILL.
-func (p *proc) stop(grace time.Duration) {
-	if p.exited() {
-		return
+// Term sends SIGTERM and waits up to grace for the exit, then sends SIGKILL.
+// It returns the exit code, -1 when it had to kill the process.
+func (p *Process) Term(grace time.Duration) int {
+	if !p.Exited() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
 	case <-time.After(grace):
-		p.kill9()
+		p.Kill9()
+		return -1
 	}
+	return p.cmd.ProcessState.ExitCode()
 }
 
-// tail returns the last n lines of a log file, for failure messages.
-func tail(path string, n int) string {
+// Tail returns the last n lines of a log file, for failure messages.
+func Tail(path string, n int) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Sprintf("(no log: %v)", err)
@@ -88,7 +115,7 @@ func tail(path string, n int) string {
 	defer f.Close()
 	var lines []string
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
 	for sc.Scan() {
 		lines = append(lines, sc.Text())
 		if len(lines) > n {

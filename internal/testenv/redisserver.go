@@ -23,7 +23,7 @@ type RedisServer struct {
 	dir  string
 	port int
 	log  string
-	p    *proc
+	p    *Process
 }
 
 // StartRedisServer starts a private redis-server on a free port of 127.0.0.1
@@ -57,7 +57,7 @@ func StartRedisServer(t testing.TB) *RedisServer {
 	}
 	t.Cleanup(func() {
 		if s.p != nil {
-			s.p.stop(5 * time.Second)
+			s.p.Term(5 * time.Second)
 		}
 	})
 	return s
@@ -74,7 +74,7 @@ func (s *RedisServer) Dir() string { return s.dir }
 func (s *RedisServer) Kill9() {
 	s.t.Helper()
 	if s.p != nil {
-		s.p.kill9()
+		s.p.Kill9()
 	}
 }
 
@@ -84,7 +84,7 @@ func (s *RedisServer) Kill9() {
 func (s *RedisServer) Restart() {
 	s.t.Helper()
 	if s.p != nil {
-		s.p.kill9()
+		s.p.Kill9()
 	}
 	if err := s.start(); err != nil {
 		s.t.Fatalf("restarting redis-server: %v", err)
@@ -92,11 +92,6 @@ func (s *RedisServer) Restart() {
 }
 
 func (s *RedisServer) start() error {
-	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("opening log: %w", err)
-	}
-	defer logf.Close()
 	cmd := exec.CommandContext(context.Background(), s.bin,
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
@@ -107,23 +102,21 @@ func (s *RedisServer) start() error {
 		"--daemonize", "no",
 		"--protected-mode", "no",
 	)
-	cmd.Stdout = logf
-	cmd.Stderr = logf
-	p, err := startProc(cmd)
+	p, err := StartProcess(cmd, s.log)
 	if err != nil {
 		return err
 	}
 	s.p = p
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if p.exited() {
-			return fmt.Errorf("%w: %w; log:\n%s", errExited, p.err, tail(s.log, 20))
+		if p.Exited() {
+			return fmt.Errorf("%w: %w; log:\n%s", errExited, p.Err(), Tail(s.log, 20))
 		}
 		if err := redisPing(s.Addr()); err == nil {
 			return nil
 		} else if time.Now().After(deadline) {
-			p.kill9()
-			return fmt.Errorf("waiting for PONG on %s: %w; log:\n%s", s.Addr(), err, tail(s.log, 20))
+			p.Kill9()
+			return fmt.Errorf("waiting for PONG on %s: %w; log:\n%s", s.Addr(), err, Tail(s.log, 20))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/bridgetest"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
@@ -94,15 +95,10 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 	t.Logf("%s: %d trials, seed %d (rerun with -e2e.seed=%d)", env.name, trials, seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 
-	sim, err := ampsim.New(ampsim.Config{
-		// 300 blocks of history: the first trials run (and are killed in)
-		// the backfill, in steps of 15 blocks, before the hand-over 12
-		// blocks below the head (deeper than any reorg below).
-		NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 300, TxPerBlock: 4, LogsPerTx: -1},
-	})
-	require.NoError(t, err)
-	require.NoError(t, sim.Start(context.Background()))
-	t.Cleanup(func() { _ = sim.Close() })
+	// 300 blocks of history: the first trials run (and are killed in) the
+	// backfill, in steps of 15 blocks, before the hand-over 12 blocks below
+	// the head (deeper than any reorg below).
+	sim := bridgetest.StartSim(t, ampsim.NetworkConfig{InitialBlocks: 300, TxPerBlock: 4, LogsPerTx: -1})
 
 	dir := t.TempDir()
 	if keep := os.Getenv("E2E_KEEP_LOGS"); keep != "" {
@@ -110,7 +106,9 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 		require.NoError(t, os.RemoveAll(dir))
 		require.NoError(t, os.MkdirAll(dir, 0o755))
 	}
-	s := &stack{t: t, sim: sim, brokers: env.brokers, redis: env.redis, registry: env.registry, dir: dir, bin: bin}
+	s := &stack{t: t, redis: env.redis, Stack: bridgetest.Stack{
+		Sim: sim, Brokers: env.brokers, Registry: env.registry, Dir: dir, Bin: bin, Stream: streamID,
+	}}
 	s.writeConfig(testenv.UniqueName(t, "e2e"))
 	lf, err := os.Create(filepath.Join(dir, "trials.log"))
 	require.NoError(t, err)
@@ -130,7 +128,7 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 	selfExits, slowStarts := 0, 0
 	for i := range trials {
 		logPath := filepath.Join(dir, fmt.Sprintf("trial-%02d.log", i))
-		p := startBridge(t, bin, s.cfgPath, logPath)
+		p := bridgetest.Start(t, bin, s.CfgPath, logPath)
 		// Mostly 0.5–3.5 s of publishing (a race-detector binary needs about
 		// 0.5 s to start); one trial in five is killed within its first
 		// 400 ms (while it fences the previous producer or reconciles).
@@ -165,14 +163,14 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 			time.Sleep(run)
 		}
 		state := "SIGKILL"
-		if p.exited() {
+		if p.Exited() {
 			selfExits++
-			state = fmt.Sprintf("EXITED BY ITSELF (%v)", p.err)
+			state = fmt.Sprintf("EXITED BY ITSELF (%v)", p.Err())
 			t.Errorf("trial %d: the bridge exited by itself (%v) before the SIGKILL (%s); log tail:\n%s",
-				i, p.err, strings.Join(notes, "; "), tail(logPath, 8))
+				i, p.Err(), strings.Join(notes, "; "), testenv.Tail(logPath, 8))
 		}
-		up := time.Since(p.start).Round(time.Millisecond)
-		p.kill9()
+		up := time.Since(p.Started).Round(time.Millisecond)
+		p.Kill9()
 		if rng.IntN(100) < 35 {
 			d := 1 + rng.IntN(5)
 			if err := sim.Reorg(d, d+1); err == nil {
@@ -184,7 +182,7 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 			notes = append(notes, "redis FLUSHALL while down (checkpoint must be rebuilt from the control topic)")
 		}
 		resumed := "did not reconcile before the kill"
-		if mm := reconciledRe.FindStringSubmatch(tail(logPath, 1000)); mm != nil {
+		if mm := reconciledRe.FindStringSubmatch(testenv.Tail(logPath, 1000)); mm != nil {
 			resumed = fmt.Sprintf("reconciled %s in %s, resumes after block %s", mm[1], startupTime(logPath), cmp.Or(mm[2], "(start)"))
 		} else if up > 2*time.Second {
 			slowStarts++
@@ -203,21 +201,21 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 	// batch although Amp sends nothing more (the transaction's max_age is
 	// 100ms). Then a graceful stop, which must exit 0.
 	logPath := filepath.Join(dir, "final.log")
-	p := startBridge(t, bin, s.cfgPath, logPath)
+	p := bridgetest.Start(t, bin, s.CfgPath, logPath)
 	head, _ := sim.Head()
 	// 25s: far past max_age (the machine may be busy with other tests),
 	// and below the 30s transaction timeout after which the broker aborts
 	// an open transaction.
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
-	_, err = s.waitCaughtUp(ctx, p)
+	_, err = s.WaitCaughtUp(ctx, p, 300*time.Millisecond)
 	cancel()
 	if err != nil {
 		t.Errorf("with Amp idle, the bridge did not commit its last complete batch within 25s: %v", err)
 	}
-	code := p.term(45 * time.Second)
-	require.Equal(t, 0, code, "bridge run must exit 0 on SIGTERM; log tail:\n%s", tail(logPath, 30))
+	code := p.Term(45 * time.Second)
+	require.Equal(t, 0, code, "bridge run must exit 0 on SIGTERM; log tail:\n%s", testenv.Tail(logPath, 30))
 	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
-	pt, ok, err := s.committed(ctx)
+	pt, ok, err := bridgetest.CommittedPoint(ctx, s.Brokers, s.Control, s.Stream, ampsim.DefaultNetwork)
 	cancel()
 	require.NoError(t, err)
 	require.True(t, ok, "nothing committed")
@@ -225,7 +223,7 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 	require.Equal(t, head, pt.Number, "after SIGTERM the newest committed watermark is not the head")
 	require.Equal(t, want, pt.Hash, "the newest committed watermark is not on the canonical chain")
 	tl.Logf("final: reconciled in %s, head %d committed, exit %d after SIGTERM (%s after start)",
-		startupTime(logPath), head, code, time.Since(p.start).Round(time.Millisecond))
+		startupTime(logPath), head, code, time.Since(p.Started).Round(time.Millisecond))
 
 	vr := s.verify(t)
 	tl.Logf("bridge verify (exit %d):\n%s", vr.exit, vr.out)
@@ -260,7 +258,7 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 	require.NoError(t, err)
 	for _, l := range logs {
 		for _, bad := range []string{"panic:", "WARNING: DATA RACE", "fatal error:"} {
-			assert.Zero(t, grepCount(l, bad), "%s contains %q:\n%s", filepath.Base(l), bad, tail(l, 60))
+			assert.Zero(t, grepCount(l, bad), "%s contains %q:\n%s", filepath.Base(l), bad, testenv.Tail(l, 60))
 		}
 	}
 	if t.Failed() {
@@ -273,11 +271,11 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 		defer cancel()
 		bin := filepath.Join(t.TempDir(), "consumer")
 		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./examples/consumer")
-		build.Dir = moduleRoot(t)
+		build.Dir = bridgetest.ModuleRoot(t)
 		out, err := build.CombinedOutput()
 		require.NoError(t, err, "building examples/consumer:\n%s", out)
-		cmd := exec.CommandContext(ctx, bin, "-brokers", strings.Join(s.brokers, ","), "-registry", s.registry,
-			"-topic", s.topic, "-idle", "5s")
+		cmd := exec.CommandContext(ctx, bin, "-brokers", strings.Join(s.Brokers, ","), "-registry", s.Registry,
+			"-topic", s.Topic, "-idle", "5s")
 		out, err = cmd.CombinedOutput()
 		require.NoError(t, err, "examples/consumer:\n%s", lastLines(string(out), 20))
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
@@ -291,7 +289,7 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 
 	t.Run("corrupt-duplicate", func(t *testing.T) {
 		rec := lastInsert(t, s)
-		produceRaw(t, s.brokers, rec)
+		produceRaw(t, s.Brokers, rec)
 		vr := s.verify(t)
 		t.Logf("bridge verify after producing a copy of %s/%d@%d (exit %d):\n%s", rec.Topic, rec.Partition, rec.Offset, vr.exit, vr.out)
 		assert.NotEqual(t, 0, vr.exit, "bridge verify must fail on a duplicated record")
@@ -303,7 +301,7 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 	})
 	t.Run("corrupt-tombstone", func(t *testing.T) {
 		rec := lastInsert(t, s)
-		produceRaw(t, s.brokers, sink.ReadRecord{Topic: rec.Topic, Partition: rec.Partition, Key: rec.Key, Headers: rec.Headers})
+		produceRaw(t, s.Brokers, sink.ReadRecord{Topic: rec.Topic, Partition: rec.Partition, Key: rec.Key, Headers: rec.Headers})
 		vr := s.verify(t)
 		t.Logf("bridge verify after a stray tombstone for batch %s (exit %d):\n%s", rec.Key, vr.exit, vr.out)
 		assert.NotEqual(t, 0, vr.exit, "bridge verify must fail when a live batch was tombstoned")
@@ -409,7 +407,7 @@ func flushRedis(t *testing.T, addr string) {
 // of the data topic (the highest amp-range end): nothing retracted it.
 func lastInsert(t *testing.T, s *stack) sink.ReadRecord {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...), kgo.ConsumeTopics(s.topic),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ConsumeTopics(s.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	require.NoError(t, err)
 	defer cl.Close()

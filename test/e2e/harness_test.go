@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -17,15 +15,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
-	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
-	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/bridgetest"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
 )
 
@@ -47,18 +42,11 @@ func batchSQL(upTo uint64) string {
 	return fmt.Sprintf("SELECT * FROM eth_rpc.transactions WHERE _block_num <= %d", upTo)
 }
 
-// moduleRoot is the directory of go.mod (the tests run in test/e2e).
-func moduleRoot(t testing.TB) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	require.NoError(t, err)
-	_, err = os.Stat(filepath.Join(root, "go.mod"))
-	require.NoError(t, err, "test/e2e must run from the module (go.mod two directories up)")
-	return root
-}
+// TestMain removes the bridge binary the tests built.
+func TestMain(m *testing.M) { bridgetest.Main(m) }
 
-// buildBridge builds ./cmd/bridge into a temporary directory (or returns
-// -e2e.bridge).
+// buildBridge returns the bridge binary, built from ./cmd/bridge once per
+// test process (or -e2e.bridge).
 func buildBridge(t testing.TB) string {
 	t.Helper()
 	if *flagBridge != "" {
@@ -66,20 +54,7 @@ func buildBridge(t testing.TB) string {
 		require.NoError(t, err)
 		return p
 	}
-	out := filepath.Join(t.TempDir(), "bridge")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	args := []string{"build", "-o", out}
-	if *flagRace {
-		args = append(args, "-race")
-	}
-	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/bridge")...)
-	cmd.Dir = moduleRoot(t)
-	start := time.Now()
-	b, err := cmd.CombinedOutput()
-	require.NoError(t, err, "building ./cmd/bridge:\n%s", b)
-	t.Logf("built bridge (race detector %v) in %s", *flagRace, time.Since(start).Round(time.Millisecond))
-	return out
+	return bridgetest.Build(t, *flagRace)
 }
 
 // miner drives the simulated chain: a block every interval and, every
@@ -131,90 +106,11 @@ func (m *miner) Stop() {
 	<-m.done
 }
 
-// bridgeProc is one running `bridge run` process.
-type bridgeProc struct {
-	cmd   *exec.Cmd
-	log   string
-	start time.Time
-	done  chan struct{}
-	err   error
-}
-
-func startBridge(t testing.TB, bin, cfg, logPath string, args ...string) *bridgeProc {
-	t.Helper()
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	require.NoError(t, err)
-	defer f.Close()
-	cmd := exec.CommandContext(context.Background(), bin, append([]string{"run", "-c", cfg}, args...)...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = bridgeEnv()
-	setDeathSignal(cmd)
-	require.NoError(t, cmd.Start())
-	p := &bridgeProc{cmd: cmd, log: logPath, start: time.Now(), done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(p.kill9)
-	return p
-}
-
-// bridgeEnv is the environment of bridge processes: the test's, without
-// BRIDGE_ variables that would override the YAML file.
-func bridgeEnv() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "BRIDGE_") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-func (p *bridgeProc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *bridgeProc) kill9() {
-	if p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// term sends SIGTERM and waits up to grace for the exit; it returns the exit
-// code (-1 when it had to kill the process).
-func (p *bridgeProc) term(grace time.Duration) int {
-	if !p.exited() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		p.kill9()
-		return -1
-	}
-	return p.cmd.ProcessState.ExitCode()
-}
-
 // stack is everything one e2e run talks to.
 type stack struct {
-	t        *testing.T
-	sim      *ampsim.Server
-	brokers  []string
-	redis    string
-	registry string
-	dir      string
-	bin      string
-	cfgPath  string
-	topic    string
-	control  string
+	bridgetest.Stack
+	t     *testing.T
+	redis string
 }
 
 // writeConfig writes the YAML the bridge runs with. Topics, the
@@ -222,116 +118,30 @@ type stack struct {
 // services can be used.
 func (s *stack) writeConfig(name string) {
 	s.t.Helper()
-	cfg := fmt.Sprintf(`amp:
-  addr: %[1]s
-  reconnect_min: 50ms
-  reconnect_max: 1s
-kafka:
-  brokers: [%[2]s]
-  transactional_id_prefix: %[3]s
-  control_topic: %[3]s.control
-  replication_factor: 1
-  compression: lz4
-registry:
-  url: %[4]s
-checkpoint:
+	s.WriteConfig(s.t, bridgetest.Config{
+		Name:  name,
+		SQL:   streamSQL,
+		Kafka: "compression: lz4",
+		Sections: fmt.Sprintf(`checkpoint:
   store: redis
   redis:
-    addr: %[5]s
-    key_prefix: %[3]s
+    addr: %s
+    key_prefix: %s
 http:
   addr: 127.0.0.1:0
 log:
-  level: info
-streams:
-  - id: %[6]s
-    sql: %[7]q
-    topic: %[3]s.transactions
-    partitions: 2
-    retention_blocks: 128
-    transaction:
-      max_rows: 400
-      max_age: 100ms
-    backfill:
-      enabled: true
-      workers: 2
-      partition_size: 90
-      step_blocks: 15
-      handover_margin: 12
-`, s.sim.Addr(), strings.Join(s.brokers, ", "), name, s.registry, s.redis, streamID, streamSQL)
-	s.topic = name + ".transactions"
-	s.control = name + ".control"
-	s.cfgPath = filepath.Join(s.dir, "bridge.yaml")
-	require.NoError(s.t, os.WriteFile(s.cfgPath, []byte(cfg), 0o644))
-}
-
-// committed returns the cursor point of the newest committed watermark of
-// the stream in the control topic (ok false when there is none yet).
-func (s *stack) committed(ctx context.Context) (reorg.Point, bool, error) {
-	kc := sink.DefaultConfig()
-	kc.Brokers = s.brokers
-	r, err := sink.NewReader(ctx, kc, sink.Deps{})
-	if err != nil {
-		return reorg.Point{}, false, err
-	}
-	defer r.Close()
-	read, err := r.ReadControl(ctx, s.control, -1)
-	if err != nil {
-		return reorg.Point{}, false, err
-	}
-	codec, err := encode.NewControlCodec()
-	if err != nil {
-		return reorg.Point{}, false, err
-	}
-	var pt reorg.Point
-	found := false
-	for _, rec := range read.Records {
-		if string(rec.Key) != streamID || rec.Value == nil {
-			continue
-		}
-		ev, err := codec.Decode(rec.Value)
-		if err != nil {
-			return reorg.Point{}, false, fmt.Errorf("decoding control record %d: %w", rec.Offset, err)
-		}
-		if ev.Watermark == nil {
-			continue
-		}
-		if p, ok := ev.Watermark.Cursor[ampsim.DefaultNetwork]; ok {
-			pt, found = p, true
-		}
-	}
-	return pt, found, nil
-}
-
-// waitCaughtUp waits until the newest committed watermark is the simulator's
-// head (number and hash).
-func (s *stack) waitCaughtUp(ctx context.Context, p *bridgeProc) (uint64, error) {
-	head, ok := s.sim.Head()
-	if !ok {
-		return 0, errors.New("the simulator has no blocks")
-	}
-	want, _ := s.sim.BlockHash(head)
-	var last reorg.Point
-	var lastErr error
-	for {
-		if p.exited() {
-			return 0, fmt.Errorf("bridge exited while catching up (%w); log tail:\n%s", errOr(p.err, "exit status 0"), tail(p.log, 40))
-		}
-		pt, ok, err := s.committed(ctx)
-		if err == nil && ok {
-			last = pt
-			if pt.Number == head && pt.Hash == want {
-				return head, nil
-			}
-		}
-		lastErr = err
-		select {
-		case <-ctx.Done():
-			return 0, fmt.Errorf("bridge did not commit the head %d (newest watermark %d, read error %w): %w; log tail:\n%s",
-				head, last.Number, errOr(lastErr, "none"), ctx.Err(), tail(p.log, 40))
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
+  level: info`, s.redis, name),
+		Stream: `retention_blocks: 128
+transaction:
+  max_rows: 400
+  max_age: 100ms
+backfill:
+  enabled: true
+  workers: 2
+  partition_size: 90
+  step_blocks: 15
+  handover_margin: 12`,
+	})
 }
 
 // verifyResult is what `bridge verify` printed.
@@ -350,18 +160,8 @@ var (
 
 func (s *stack) verify(t testing.TB) verifyResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, s.bin, "verify", "-c", s.cfgPath, "-stream", streamID)
-	cmd.Env = bridgeEnv()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		require.NoError(t, err, "running bridge verify")
-	}
-	r := verifyResult{exit: cmd.ProcessState.ExitCode(), out: stdout.String() + stderr.String(), counts: map[string]int{}}
+	r := verifyResult{counts: map[string]int{}}
+	r.exit, r.out = bridgetest.Verify(t, s.Bin, s.CfgPath, s.Stream)
 	if m := verifyUpTo.FindStringSubmatch(r.out); m != nil {
 		r.upTo, _ = strconv.ParseUint(m[1], 10, 64)
 	}
@@ -414,10 +214,10 @@ func (s *stack) consume(t testing.TB, python string, upTo uint64) consumerResult
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	script := filepath.Join(moduleRoot(t), "test", "e2e", "testdata", "consume_check.py")
+	script := filepath.Join(bridgetest.ModuleRoot(t), "test", "e2e", "testdata", "consume_check.py")
 	cmd := exec.CommandContext(ctx, python, script,
-		"--bootstrap", strings.Join(s.brokers, ","), "--registry", s.registry, "--topic", s.topic,
-		"--flight", s.sim.Addr(), "--sql", batchSQL(upTo), "--timeout", "120")
+		"--bootstrap", strings.Join(s.Brokers, ","), "--registry", s.Registry, "--topic", s.Topic,
+		"--flight", s.Sim.Addr(), "--sql", batchSQL(upTo), "--timeout", "120")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "running consume_check.py:\n%s", stderr.String())
@@ -454,25 +254,6 @@ func expectedIdentities(t testing.TB, sim *ampsim.Server, upTo uint64) map[strin
 	return out
 }
 
-// tail returns the last n lines of a file, for failure messages.
-func tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return strings.Join(lines, "\n")
-}
-
 // grepCount counts the lines of a file that contain s.
 func grepCount(path, s string) int {
 	b, err := os.ReadFile(path)
@@ -498,13 +279,4 @@ func (l *trialLog) Logf(format string, args ...any) {
 	if l.f != nil {
 		fmt.Fprintf(l.f, format+"\n", args...)
 	}
-}
-
-// errOr returns err, or an error reading none when err is nil, so that a
-// message can wrap an error that may be absent without printing %!w(<nil>).
-func errOr(err error, none string) error {
-	if err == nil {
-		return errors.New(none)
-	}
-	return err
 }

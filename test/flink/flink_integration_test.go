@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,10 +25,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/bridgetest"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
-	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
-	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
 )
@@ -62,6 +59,9 @@ const readmeDDLBefore = "CREATE TABLE transactions (\n" +
 // matches no branch of the reader's union (fixed cannot resolve to bytes).
 var fixedAsBytesError = regexp.MustCompile(`AvroTypeException: Found [A-Za-z0-9_.]+\.Value, expecting union`)
 
+// TestMain removes the bridge binary the tests built.
+func TestMain(m *testing.M) { bridgetest.Main(m) }
+
 // TestIntegrationFlinkChangelog publishes a stream with reorgs through the
 // real bridge and checks that Flink SQL, with the README's table definition
 // (transactions.sql), materialises exactly Amp's rows from the topic.
@@ -69,7 +69,7 @@ func TestIntegrationFlinkChangelog(t *testing.T) {
 	seeds := testenv.RequireReal(t, testenv.ServiceKafka, testenv.EnvKafkaSeeds)
 	registry := testenv.RequireReal(t, testenv.ServiceRegistry, testenv.EnvRegistryURL)
 	requireTools(t, "java", "mvn")
-	root := moduleRoot(t)
+	root := bridgetest.ModuleRoot(t)
 	start := time.Now()
 
 	// Build the Flink job (mvn; cached in .local/flink/) while the bridge
@@ -86,17 +86,12 @@ func TestIntegrationFlinkChangelog(t *testing.T) {
 		flinkBuilt <- built{dir, err, time.Since(t0)}
 	}()
 
-	bin := buildBridge(t, root)
-	sim, err := ampsim.New(ampsim.Config{
-		NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 12, TxPerBlock: 4, LogsPerTx: -1},
-	})
-	require.NoError(t, err)
-	require.NoError(t, sim.Start(context.Background()))
-	t.Cleanup(func() { _ = sim.Close() })
+	bin := bridgetest.Build(t, bridgetest.RaceEnabled)
+	sim := bridgetest.StartSim(t, ampsim.NetworkConfig{InitialBlocks: 12, TxPerBlock: 4, LogsPerTx: -1})
 
 	dir := t.TempDir()
 	name := testenv.UniqueName(t, "flink")
-	s := &stack{sim: sim, brokers: testenv.Seeds(seeds), registry: registry, dir: dir, bin: bin}
+	s := &stack{bridgetest.Stack{Sim: sim, Brokers: testenv.Seeds(seeds), Registry: registry, Dir: dir, Bin: bin, Stream: streamID}}
 	s.writeConfig(t, name)
 	t.Cleanup(func() { s.deleteTopics(t) })
 	t.Cleanup(func() {
@@ -111,7 +106,7 @@ func TestIntegrationFlinkChangelog(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	p := startBridge(t, bin, s.cfgPath, filepath.Join(dir, "bridge.log"))
+	p := bridgetest.Start(t, bin, s.CfgPath, filepath.Join(dir, "bridge.log"))
 
 	// Reorgs while the bridge publishes: some hit committed batches, some
 	// the open transaction.
@@ -124,7 +119,7 @@ func TestIntegrationFlinkChangelog(t *testing.T) {
 		}
 		sim.Mine(1)
 	}
-	_, err = s.waitCaughtUp(ctx, p)
+	_, err := s.waitCaughtUp(ctx, p)
 	require.NoError(t, err)
 
 	// Then a reorg of committed blocks only, with the rows Amp had before it:
@@ -134,7 +129,7 @@ func TestIntegrationFlinkChangelog(t *testing.T) {
 	require.NoError(t, sim.Reorg(2, 3))
 	upTo, err := s.waitCaughtUp(ctx, p)
 	require.NoError(t, err)
-	require.Equal(t, 0, p.term(30*time.Second), "bridge exit code; log tail:\n%s", tail(p.log, 30))
+	require.Equal(t, 0, p.Term(30*time.Second), "bridge exit code; log tail:\n%s", p.Tail(30))
 	published := time.Now()
 
 	v := s.verify(t)
@@ -166,7 +161,7 @@ func TestIntegrationFlinkChangelog(t *testing.T) {
 
 	// The table: Amp's rows, row for row.
 	want := s.ampRows(ctx, t, upTo, sum.Columns)
-	require.Equal(t, v.expected, len(want), "rows at Amp against bridge verify's count")
+	require.Len(t, want, v.expected, "rows at Amp against bridge verify's count")
 	got := canonicalFlinkRows(t, res.rows)
 	missing, extra := diffRows(want, got)
 	require.Empty(t, missing, "rows Amp has that Flink's table lacks")
@@ -229,16 +224,6 @@ func requireTools(t *testing.T, cmds ...string) {
 	}
 }
 
-// moduleRoot is the directory of go.mod (the test runs in test/flink).
-func moduleRoot(t testing.TB) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	require.NoError(t, err)
-	_, err = os.Stat(filepath.Join(root, "go.mod"))
-	require.NoError(t, err, "test/flink must run from the module (go.mod two directories up)")
-	return root
-}
-
 // buildFlinkJob runs build.sh and returns the build directory (its lib/
 // holds the job's classpath).
 func buildFlinkJob(root string) (string, error) {
@@ -258,36 +243,9 @@ func buildFlinkJob(root string) (string, error) {
 	return dir, nil
 }
 
-// buildBridge builds ./cmd/bridge into a temporary directory, with the race
-// detector when the test has it.
-func buildBridge(t testing.TB, root string) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "bridge")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	args := []string{"build", "-o", out}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/bridge")...)
-	cmd.Dir = root
-	t0 := time.Now()
-	b, err := cmd.CombinedOutput()
-	require.NoError(t, err, "building ./cmd/bridge:\n%s", b)
-	t.Logf("built bridge (race detector %v) in %s", raceEnabled, time.Since(t0).Round(time.Millisecond))
-	return out
-}
-
 // stack is what one run talks to.
 type stack struct {
-	sim      *ampsim.Server
-	brokers  []string
-	registry string
-	dir      string
-	bin      string
-	cfgPath  string
-	topic    string
-	control  string
+	bridgetest.Stack
 }
 
 // writeConfig writes the bridge's YAML; topics and the transactional id are
@@ -295,40 +253,23 @@ type stack struct {
 // file store: Redis is not what this test is about.
 func (s *stack) writeConfig(t testing.TB, name string) {
 	t.Helper()
-	cfg := fmt.Sprintf(`amp:
-  addr: %[1]s
-  reconnect_min: 50ms
-  reconnect_max: 1s
-kafka:
-  brokers: [%[2]s]
-  transactional_id_prefix: %[3]s
-  control_topic: %[3]s.control
-  replication_factor: 1
-registry:
-  url: %[4]s
-checkpoint:
+	s.WriteConfig(t, bridgetest.Config{
+		Name: name,
+		SQL:  streamSQL,
+		Sections: fmt.Sprintf(`checkpoint:
   store: file
-  dir: %[5]s
+  dir: %s
 http:
-  addr: off
-streams:
-  - id: %[6]s
-    sql: %[7]q
-    topic: %[3]s.transactions
-    partitions: 2
-    transaction:
-      max_rows: 40
-      max_age: 100ms
-`, s.sim.Addr(), strings.Join(s.brokers, ", "), name, s.registry, filepath.Join(s.dir, "checkpoint"), streamID, streamSQL)
-	s.topic = name + ".transactions"
-	s.control = name + ".control"
-	s.cfgPath = filepath.Join(s.dir, "bridge.yaml")
-	require.NoError(t, os.WriteFile(s.cfgPath, []byte(cfg), 0o644))
+  addr: off`, filepath.Join(s.Dir, "checkpoint")),
+		Stream: `transaction:
+  max_rows: 40
+  max_age: 100ms`,
+	})
 }
 
 // deleteTopics removes the run's topics from the shared broker.
 func (s *stack) deleteTopics(t testing.TB) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.brokers...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...))
 	if err != nil {
 		t.Logf("deleting topics: %v", err)
 		return
@@ -336,78 +277,17 @@ func (s *stack) deleteTopics(t testing.TB) {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if _, err := kadm.NewClient(cl).DeleteTopics(ctx, s.topic, s.control); err != nil {
-		t.Logf("deleting topics %s, %s: %v", s.topic, s.control, err)
+	if _, err := kadm.NewClient(cl).DeleteTopics(ctx, s.Topic, s.Control); err != nil {
+		t.Logf("deleting topics %s, %s: %v", s.Topic, s.Control, err)
 	}
-}
-
-// committed returns the cursor point of the newest committed watermark of
-// the stream in the control topic (ok false when there is none yet).
-func (s *stack) committed(ctx context.Context) (reorg.Point, bool, error) {
-	kc := sink.DefaultConfig()
-	kc.Brokers = s.brokers
-	r, err := sink.NewReader(ctx, kc, sink.Deps{})
-	if err != nil {
-		return reorg.Point{}, false, err
-	}
-	defer r.Close()
-	read, err := r.ReadControl(ctx, s.control, -1)
-	if err != nil {
-		return reorg.Point{}, false, err
-	}
-	codec, err := encode.NewControlCodec()
-	if err != nil {
-		return reorg.Point{}, false, err
-	}
-	var pt reorg.Point
-	found := false
-	for _, rec := range read.Records {
-		if string(rec.Key) != streamID || rec.Value == nil {
-			continue
-		}
-		ev, err := codec.Decode(rec.Value)
-		if err != nil {
-			return reorg.Point{}, false, fmt.Errorf("decoding control record %d: %w", rec.Offset, err)
-		}
-		if ev.Watermark == nil {
-			continue
-		}
-		if p, ok := ev.Watermark.Cursor[ampsim.DefaultNetwork]; ok {
-			pt, found = p, true
-		}
-	}
-	return pt, found, nil
 }
 
 // waitCaughtUp waits (2 minutes at most) until the newest committed
 // watermark is the simulator's head (number and hash) and returns the head.
-func (s *stack) waitCaughtUp(ctx context.Context, p *bridgeProc) (uint64, error) {
+func (s *stack) waitCaughtUp(ctx context.Context, p *bridgetest.Proc) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	head, ok := s.sim.Head()
-	if !ok {
-		return 0, errors.New("the simulator has no blocks")
-	}
-	want, _ := s.sim.BlockHash(head)
-	var last reorg.Point
-	for {
-		if p.exited() {
-			return 0, fmt.Errorf("bridge exited while catching up (%v); log tail:\n%s", p.err, tail(p.log, 40))
-		}
-		pt, ok, err := s.committed(ctx)
-		if err == nil && ok {
-			last = pt
-			if pt.Number == head && pt.Hash == want {
-				return head, nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return 0, fmt.Errorf("bridge did not commit the head %d (newest watermark %d): %w; log tail:\n%s",
-				head, last.Number, ctx.Err(), tail(p.log, 40))
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return s.WaitCaughtUp(ctx, p, 200*time.Millisecond)
 }
 
 // verifyResult is what `bridge verify` printed.
@@ -429,16 +309,8 @@ var (
 // Amp, a cross-check of the topic the Flink job then reads.
 func (s *stack) verify(t testing.TB) verifyResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, s.bin, "verify", "-c", s.cfgPath, "-stream", streamID)
-	cmd.Env = bridgeEnv()
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		require.NoError(t, err, "running bridge verify")
-	}
-	r := verifyResult{exit: cmd.ProcessState.ExitCode(), out: string(out)}
+	var r verifyResult
+	r.exit, r.out = bridgetest.Verify(t, s.Bin, s.CfgPath, s.Stream)
 	if m := verifyHead.FindStringSubmatch(r.out); m != nil {
 		r.upTo, _ = strconv.ParseUint(m[1], 10, 64)
 		r.records, _ = strconv.Atoi(m[2])
@@ -457,7 +329,7 @@ func (s *stack) verify(t testing.TB) verifyResult {
 func (s *stack) ampRows(ctx context.Context, t testing.TB, upTo uint64, columns []string) []string {
 	t.Helper()
 	cfg := source.DefaultConfig()
-	cfg.Addr = s.sim.Addr()
+	cfg.Addr = s.Sim.Addr()
 	cl, err := source.New(cfg, source.Deps{})
 	require.NoError(t, err)
 	defer cl.Close()
@@ -635,7 +507,7 @@ var summaryLine = regexp.MustCompile(`(?m)^flink-changelog summary: (\{.*\})$`)
 // stack's data topic (test/flink/src/main/java/local/flinkcheck).
 func runFlink(ctx context.Context, t testing.TB, dir, ddl string, s *stack) flinkResult {
 	t.Helper()
-	root := moduleRoot(t)
+	root := bridgetest.ModuleRoot(t)
 	ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "java",
@@ -644,7 +516,7 @@ func runFlink(ctx context.Context, t testing.TB, dir, ddl string, s *stack) flin
 		"-Djava.io.tmpdir="+t.TempDir(),
 		"-cp", filepath.Join(dir, "lib")+string(os.PathListSeparator)+filepath.Join(dir, "lib", "*"),
 		"local.flinkcheck.FlinkChangelog",
-		"--ddl", ddl, "--bootstrap", strings.Join(s.brokers, ","), "--registry", s.registry, "--topic", s.topic,
+		"--ddl", ddl, "--bootstrap", strings.Join(s.Brokers, ","), "--registry", s.Registry, "--topic", s.Topic,
 		"--timeout", "200")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -673,84 +545,7 @@ func runFlink(ctx context.Context, t testing.TB, dir, ddl string, s *stack) flin
 	return r
 }
 
-// bridgeProc is one running `bridge run` process.
-type bridgeProc struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
-}
-
-func startBridge(t testing.TB, bin, cfg, logPath string) *bridgeProc {
-	t.Helper()
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	require.NoError(t, err)
-	defer f.Close()
-	cmd := exec.CommandContext(context.Background(), bin, "run", "-c", cfg)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = bridgeEnv()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	require.NoError(t, cmd.Start())
-	p := &bridgeProc{cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if !p.exited() {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
-}
-
-func (p *bridgeProc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// term sends SIGTERM and waits up to grace for the exit; it returns the
-// exit code (-1 when it had to kill the process).
-func (p *bridgeProc) term(grace time.Duration) int {
-	if !p.exited() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		return -1
-	}
-	return p.cmd.ProcessState.ExitCode()
-}
-
-// bridgeEnv is the environment of bridge processes: the test's, without
-// BRIDGE_ variables that would override the YAML file.
-func bridgeEnv() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "BRIDGE_") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-// tail returns the last n lines of a file, for failure messages.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	return lastLines(string(b), n)
-}
-
+// lastLines returns the last n lines of s.
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
