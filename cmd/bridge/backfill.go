@@ -74,8 +74,10 @@ func (r *streamRunner) backfill(ctx context.Context) error {
 	// The workers' producers first: initialising their transactional ids
 	// fences a previous instance's workers and aborts their open
 	// transactions, so that the control topic's last stable offset moves
-	// past them before the progress is read.
-	workers := make([]*backfillWorker, min(r.cfg.Backfill.Workers, max(len(plan.parts), 1)))
+	// past them before the progress is read. All of them, even when fewer
+	// partitions are left: each slot may hold a previous instance's
+	// transaction.
+	workers := make([]*backfillWorker, r.cfg.Backfill.Workers)
 	defer func() {
 		for _, w := range workers {
 			if w != nil {
@@ -245,26 +247,17 @@ func (r *streamRunner) runQuery(ctx context.Context, sql string, fn func(arrow.R
 // events cover, merged. A partition record of the checkpoint store that
 // claims more is refused: the control topic lost events.
 func (r *streamRunner) backfillDone(ctx context.Context) ([]source.BlockSpan, error) {
-	read, err := r.reader.ReadControl(ctx, r.deps.controlTopic(), offsets.NoOffset)
+	hist, err := (&controlReader{reader: r.reader, codec: r.deps.control, topic: r.deps.controlTopic()}).history(ctx, r.cfg.ID, offsets.NoOffset)
 	if err != nil {
-		return nil, fmt.Errorf("stream %s: reading the backfill's progress from the control topic: %w", r.cfg.ID, err)
+		return nil, fmt.Errorf("stream %s: reading the backfill's progress: %w", r.cfg.ID, err)
 	}
 	var spans []source.BlockSpan
-	for _, rec := range read.Records {
-		if string(rec.Key) != r.cfg.ID || rec.Value == nil {
-			continue
-		}
-		ev, err := r.deps.control.Decode(rec.Value)
-		if err != nil {
-			return nil, fmt.Errorf("stream %s: decoding control event %s/%d@%d: %w", r.cfg.ID, rec.Topic, rec.Partition, rec.Offset, err)
-		}
-		w := ev.Watermark
-		if w == nil || w.Stream != r.cfg.ID || w.Backfill == nil {
-			continue
-		}
-		for _, b := range w.Batches {
-			for _, rg := range b.Ranges {
-				spans = append(spans, source.BlockSpan{From: rg.Start, To: rg.End + 1})
+	for _, h := range hist {
+		if w := h.ev.Watermark; w != nil && w.Backfill != nil {
+			for _, b := range w.Batches {
+				for _, rg := range b.Ranges {
+					spans = append(spans, source.BlockSpan{From: rg.Start, To: rg.End + 1})
+				}
 			}
 		}
 	}
