@@ -17,7 +17,9 @@ import (
 // transactions table, next to its peer in the same run: reading the same
 // rows from the simulator through the Flight client alone. The ratio
 // bridge/source-only is the cost of encoding, producing, transactions and
-// checkpoints. Run it with make bench or
+// checkpoints. The producer does not compress (performance.md's run
+// conditions; the default zstd costs about a third of the bridge's CPU on
+// these rows, most of which are random hashes). Run it with make bench or
 // go test -run '^$' -bench Pipeline -benchtime 3x ./cmd/bridge/.
 func BenchmarkPipeline(b *testing.B) {
 	const blocks = 300
@@ -60,6 +62,7 @@ func BenchmarkPipeline(b *testing.B) {
 		for range b.N {
 			b.StopTimer()
 			h := newHarness(b, fakeServices(b), simCfg, 128)
+			h.cfg.Kafka.Compression = "none"
 			b.StartTimer()
 			start := time.Now()
 			stop := h.run()
@@ -85,6 +88,7 @@ func BenchmarkPipeline(b *testing.B) {
 			b.StopTimer()
 			h := newHarness(b, fakeServices(b), simCfg, 128)
 			h.cfg.Streams[0].Backfill = BackfillConfig{Enabled: true, Workers: 2, StepBlocks: 25, HandoverMargin: 10}
+			h.cfg.Kafka.Compression = "none"
 			h.cfg.defaults()
 			b.StartTimer()
 			start := time.Now()
