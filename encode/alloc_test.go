@@ -19,7 +19,7 @@ import (
 
 // TestNoAllocationPerRow checks that at steady state Encode allocates the
 // same (small, per-batch) amount whatever the number of rows, for every
-// supported type, both envelopes, row keys and hex fixed.
+// supported type, both envelopes, row keys, and hex and bytes fixed.
 func TestNoAllocationPerRow(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
@@ -31,6 +31,7 @@ func TestNoAllocationPerRow(t *testing.T) {
 	for _, cfg := range []Config{
 		{Stream: "s"},
 		{Stream: "s", Envelope: EnvelopeFlat, FixedAs: FixedAsHex, KeyColumns: []string{"utf8", "fsb20"}},
+		{Stream: "s", FixedAs: FixedAsBytes},
 	} {
 		enc := newTestEncoder(t, cfg, s)
 		meta := BatchMeta{Op: OpCreate, Ranges: []reorg.BlockRange{testRange(1, 2)}}

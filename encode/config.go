@@ -51,6 +51,10 @@ const (
 	// FixedAsHex maps FixedSizeBinary(n) to a string "0x" + 2n lowercase hex
 	// digits, the form block explorers and JSON APIs use.
 	FixedAsHex
+	// FixedAsBytes maps FixedSizeBinary(n) to Avro bytes, for readers that
+	// derive their reader schema from a table and cannot read an Avro fixed
+	// as bytes (Flink's BYTES columns).
+	FixedAsBytes
 )
 
 // String returns the configuration name of the mapping.
@@ -60,19 +64,23 @@ func (f FixedAs) String() string {
 		return "fixed"
 	case FixedAsHex:
 		return "hex"
+	case FixedAsBytes:
+		return "bytes"
 	}
 	return fmt.Sprintf("FixedAs(%d)", uint8(f))
 }
 
-// ParseFixedAs parses "fixed" (or "") and "hex".
+// ParseFixedAs parses "fixed" (or ""), "hex" and "bytes".
 func ParseFixedAs(s string) (FixedAs, error) {
 	switch s {
 	case "", "fixed":
 		return FixedAsFixed, nil
 	case "hex":
 		return FixedAsHex, nil
+	case "bytes":
+		return FixedAsBytes, nil
 	}
-	return 0, fmt.Errorf("fixed_as %q: want \"fixed\" or \"hex\"", s)
+	return 0, fmt.Errorf("fixed_as %q: want \"fixed\", \"hex\" or \"bytes\"", s)
 }
 
 // Config describes how one stream's rows are encoded.
@@ -123,8 +131,8 @@ func (c Config) Validate() error {
 	if c.Envelope > EnvelopeFlat {
 		errs = append(errs, fmt.Errorf("envelope %d: want debezium or flat", c.Envelope))
 	}
-	if c.FixedAs > FixedAsHex {
-		errs = append(errs, fmt.Errorf("fixed_as %d: want fixed or hex", c.FixedAs))
+	if c.FixedAs > FixedAsBytes {
+		errs = append(errs, fmt.Errorf("fixed_as %d: want fixed, hex or bytes", c.FixedAs))
 	}
 	seen := map[string]bool{}
 	for _, k := range c.KeyColumns {

@@ -27,7 +27,8 @@
 //	Binary, LargeBinary, BinaryView bytes
 //	FixedSizeBinary(n)             fixed "Bytes<n>" of size n (one named type per
 //	                               size, shared by all columns); FixedAsHex: string
-//	                               "0x" + 2n lowercase hex digits
+//	                               "0x" + 2n lowercase hex digits; FixedAsBytes:
+//	                               bytes
 //	Decimal128(p,s), Decimal256(p,s) bytes, logicalType decimal(p,s): big-endian
 //	                               two's complement of minimal length, byte for
 //	                               byte as Java's BigInteger.toByteArray and goavro

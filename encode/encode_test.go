@@ -78,6 +78,7 @@ func TestDifferentialAllTypes(t *testing.T) {
 		{"debezium", Config{Stream: "s1", Topic: "t.all", Version: "v1"}},
 		{"flat", Config{Stream: "s1", Topic: "t.all", Envelope: EnvelopeFlat}},
 		{"rowkey-hex", Config{Stream: "s1", KeyColumns: []string{"fsb20", "i32"}, FixedAs: FixedAsHex}},
+		{"fixed-as-bytes", Config{Stream: "s1", FixedAs: FixedAsBytes}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

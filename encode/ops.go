@@ -61,7 +61,7 @@ type op struct {
 func opOf(w writer) op {
 	switch w := w.(type) {
 	case *fixedWriter:
-		if !w.hex {
+		if !w.hex && !w.asBytes {
 			o := op{union: w.nullable, bits: w.bits, off: w.off, w: w, data: w.data, kind: opFixed, width: w.width}
 			switch w.width {
 			case 32:

@@ -148,12 +148,15 @@ func (c *compiler) compile(dt arrow.DataType, nullable bool, typeName, col strin
 		t, w = prim(kBytes), &viewWriter{valid: v}
 	case arrow.FIXED_SIZE_BINARY:
 		n := dt.(*arrow.FixedSizeBinaryType).ByteWidth
-		if c.cfg.FixedAs == FixedAsHex {
+		switch c.cfg.FixedAs {
+		case FixedAsHex:
 			t = prim(kString)
-		} else {
+		case FixedAsBytes:
+			t = prim(kBytes)
+		case FixedAsFixed:
 			t = &avroType{kind: kFixed, name: "Bytes" + strconv.Itoa(n), namespace: c.ns, size: n}
 		}
-		w = &fixedWriter{valid: v, width: n, hex: c.cfg.FixedAs == FixedAsHex}
+		w = &fixedWriter{valid: v, width: n, hex: c.cfg.FixedAs == FixedAsHex, asBytes: c.cfg.FixedAs == FixedAsBytes}
 	case arrow.DECIMAL128:
 		d := dt.(*arrow.Decimal128Type)
 		if d.Precision < 1 || d.Precision > 38 || d.Scale < 0 || d.Scale > d.Precision {

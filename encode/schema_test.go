@@ -93,9 +93,13 @@ func TestConfigParse(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, FixedAsHex, f)
 	_, err = ParseFixedAs("base64")
-	assert.ErrorContains(t, err, `want "fixed" or "hex"`)
+	assert.ErrorContains(t, err, `want "fixed", "hex" or "bytes"`)
 	assert.Equal(t, "debezium", EnvelopeDebezium.String())
 	assert.Equal(t, "hex", FixedAsHex.String())
+	f, err = ParseFixedAs("bytes")
+	require.NoError(t, err)
+	assert.Equal(t, FixedAsBytes, f)
+	assert.Equal(t, "bytes", FixedAsBytes.String())
 }
 
 func TestEncodeRejectsWrongInput(t *testing.T) {

@@ -416,9 +416,10 @@ func (w *viewWriter) write(b []byte, i int) []byte {
 
 type fixedWriter struct {
 	valid
-	data  []byte
-	width int
-	hex   bool
+	data    []byte
+	width   int
+	hex     bool // a "0x…" string
+	asBytes bool // Avro bytes: the length, then the value
 }
 
 func (w *fixedWriter) bind(a arrow.Array) error {
@@ -440,6 +441,9 @@ func (w *fixedWriter) write(b []byte, i int) []byte {
 	v := w.data[s : s+w.width]
 	if w.hex {
 		return appendHex(b, v)
+	}
+	if w.asBytes {
+		return appendBytes(b, v)
 	}
 	// Hashes and addresses are copied as machine words: four or three loads
 	// and stores instead of a memmove call.

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 )
 
 // Config is the whole bridge configuration: one YAML file, every key
@@ -174,6 +176,10 @@ type StreamConfig struct {
 	KeyColumns []string `yaml:"key_columns"`
 	// Envelope is debezium (default) or flat.
 	Envelope string `yaml:"envelope"`
+	// FixedAs is how FixedSizeBinary columns (hashes, addresses) are
+	// written: fixed (default: Avro fixed Bytes<n>), bytes (Avro bytes, for
+	// readers that cannot read a fixed as bytes) or hex ("0x…" strings).
+	FixedAs string `yaml:"fixed_as"`
 	// Retraction is both (default), retract or tombstone.
 	Retraction string `yaml:"retraction"`
 	// RetentionBlocks is how deep a reorg can be undone. Default 128.
@@ -219,6 +225,19 @@ type BackfillConfig struct {
 	// Column is the block number column of the query's output that the
 	// partitions filter on. Default _block_num.
 	Column string `yaml:"column"`
+}
+
+// encodeConfig is the encoder configuration of the stream's data topic.
+func (s StreamConfig) encodeConfig(topic, version string) (encode.Config, error) {
+	c := encode.Config{Stream: s.ID, Topic: topic, KeyColumns: s.KeyColumns, Version: version}
+	var err error
+	if c.Envelope, err = encode.ParseEnvelope(s.Envelope); err != nil {
+		return c, fmt.Errorf("config streams (%s).envelope: %w: %w", s.ID, err, errConfig)
+	}
+	if c.FixedAs, err = encode.ParseFixedAs(s.FixedAs); err != nil {
+		return c, fmt.Errorf("config streams (%s).fixed_as: %w: %w", s.ID, err, errConfig)
+	}
+	return c, nil
 }
 
 // TxnBudget closes a transaction at the first complete watermark after
@@ -325,6 +344,7 @@ func (c *Config) defaults() {
 		setDefault(&s.Partitions, 1)
 		setDefault(&s.Key, KeyBatch)
 		setDefault(&s.Envelope, "debezium")
+		setDefault(&s.FixedAs, "fixed")
 		setDefault(&s.Retraction, "both")
 		setDefault(&s.RetentionBlocks, 128)
 		setDefault(&s.Transaction.MaxRows, 50000)
@@ -437,6 +457,9 @@ func (c *Config) Validate() error {
 		}
 		if !slices.Contains([]string{"debezium", "flat"}, s.Envelope) {
 			bad(key+".envelope", "%q: want debezium or flat", s.Envelope)
+		}
+		if !slices.Contains([]string{"fixed", "bytes", "hex"}, s.FixedAs) {
+			bad(key+".fixed_as", "%q: want fixed, bytes or hex", s.FixedAs)
 		}
 		if !slices.Contains([]string{"both", "retract", "tombstone"}, s.Retraction) {
 			bad(key+".retraction", "%q: want both, retract or tombstone", s.Retraction)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 )
 
 func envMap(m map[string]string) func(string) (string, bool) {
@@ -83,6 +85,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"empty sql", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: ' '}]\n", nil, []string{"streams[0] (a).sql"}},
 		{"row key without columns", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, key: row}]\n", nil, []string{"key_columns", "key: row"}},
 		{"bad envelope", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, envelope: json}]\n", nil, []string{"envelope", "debezium or flat"}},
+		{"bad fixed_as", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, fixed_as: base64}]\n", nil, []string{"streams[0] (a).fixed_as", "fixed, bytes or hex"}},
 		{"bad retraction", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, retraction: none}]\n", nil, []string{"retraction"}},
 		{"bad topic", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, topic: 'a b'}]\n", nil, []string{"topic"}},
 		{"bad delivery", minimalYAML + "", map[string]string{"BRIDGE_KAFKA_DELIVERY": "maybe-once"}, []string{"kafka.delivery", "exactly-once or at-least-once"}},
@@ -172,4 +175,16 @@ func TestBackfillConfigFromEnvAndDefaults(t *testing.T) {
 	require.NoError(t, err)
 	bf := c.Streams[0].Backfill
 	assert.Equal(t, BackfillConfig{Enabled: true, From: 1000, HandoverMargin: 256, Workers: 2, StepBlocks: 1000, Column: "_block_num"}, bf)
+}
+
+func TestEncodeConfig(t *testing.T) {
+	sc := StreamConfig{ID: "s", Envelope: "flat", FixedAs: "bytes", KeyColumns: []string{"k"}}
+	c, err := sc.encodeConfig("t", "v1")
+	require.NoError(t, err)
+	assert.Equal(t, encode.Config{Stream: "s", Topic: "t", Version: "v1", KeyColumns: []string{"k"},
+		Envelope: encode.EnvelopeFlat, FixedAs: encode.FixedAsBytes}, c)
+	sc.FixedAs = "base64"
+	_, err = sc.encodeConfig("t", "v1")
+	require.ErrorIs(t, err, errConfig)
+	assert.ErrorContains(t, err, "streams (s).fixed_as")
 }

@@ -35,10 +35,6 @@ func cmdSchema(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return fmt.Errorf("stream %s: planning its SQL at Amp: %w", sc.ID, err)
 		}
-		env, err := encode.ParseEnvelope(sc.Envelope)
-		if err != nil {
-			return err
-		}
 		var nets []string
 		if *network != "" {
 			nets = []string{*network}
@@ -47,7 +43,11 @@ func cmdSchema(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return fmt.Errorf("%w (pass -network)", err)
 		}
-		schemas, err := encode.BuildSchemas(encode.Config{Stream: sc.ID, Topic: topic, KeyColumns: sc.KeyColumns, Envelope: env, Version: buildVersion()}, s)
+		encCfg, err := sc.encodeConfig(topic, buildVersion())
+		if err != nil {
+			return err
+		}
+		schemas, err := encode.BuildSchemas(encCfg, s)
 		if err != nil {
 			return fmt.Errorf("stream %s: %w", sc.ID, err)
 		}

@@ -313,9 +313,9 @@ func (r *streamRunner) setupTopic(ctx context.Context, networks []string) error 
 	if err != nil {
 		return err
 	}
-	encCfg := encode.Config{Stream: r.cfg.ID, Topic: topic, KeyColumns: r.cfg.KeyColumns, Version: r.deps.version}
-	if encCfg.Envelope, err = encode.ParseEnvelope(r.cfg.Envelope); err != nil {
-		return fmt.Errorf("config streams (%s).envelope: %w: %w", r.cfg.ID, err, errConfig)
+	encCfg, err := r.cfg.encodeConfig(topic, r.deps.version)
+	if err != nil {
+		return err
 	}
 	enc, err := encode.NewEncoder(encCfg, r.schema)
 	if err != nil {

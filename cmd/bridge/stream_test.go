@@ -589,16 +589,19 @@ func TestRunModes(t *testing.T) {
 		name, envelope, retraction string
 		key                        KeyMode
 		keyCols                    []string
+		fixedAs                    string
 	}{
-		{"row-key", "debezium", "both", KeyRow, []string{"tx_hash"}},
-		{"flat", "flat", "both", KeyBatch, nil},
-		{"retract-only", "debezium", "retract", KeyBatch, nil},
-		{"tombstone-only", "debezium", "tombstone", KeyBatch, nil},
+		{"row-key", "debezium", "both", KeyRow, []string{"tx_hash"}, "fixed"},
+		{"flat", "flat", "both", KeyBatch, nil, "fixed"},
+		{"retract-only", "debezium", "retract", KeyBatch, nil, "fixed"},
+		{"tombstone-only", "debezium", "tombstone", KeyBatch, nil, "fixed"},
+		{"fixed-as-bytes", "debezium", "both", KeyBatch, nil, "bytes"},
+		{"fixed-as-hex-row-key", "debezium", "both", KeyRow, []string{"tx_hash"}, "hex"},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 6}}, 128)
 			sc := &h.cfg.Streams[0]
-			sc.Envelope, sc.Retraction, sc.Key, sc.KeyColumns = m.envelope, m.retraction, m.key, m.keyCols
+			sc.Envelope, sc.Retraction, sc.Key, sc.KeyColumns, sc.FixedAs = m.envelope, m.retraction, m.key, m.keyCols, m.fixedAs
 			if m.key == KeyRow {
 				sc.Partitions = 3
 			}

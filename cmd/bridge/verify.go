@@ -116,11 +116,11 @@ func (v *verifier) verify(ctx context.Context, sc StreamConfig, version string) 
 	if err != nil {
 		return rep, fmt.Errorf("planning the stream's SQL at Amp: %w", err)
 	}
-	env, err := encode.ParseEnvelope(sc.Envelope)
+	encCfg, err := sc.encodeConfig(rep.Topic, version)
 	if err != nil {
 		return rep, err
 	}
-	enc, err := encode.NewEncoder(encode.Config{Stream: sc.ID, Topic: rep.Topic, KeyColumns: sc.KeyColumns, Version: version, Envelope: env}, schema)
+	enc, err := encode.NewEncoder(encCfg, schema)
 	if err != nil {
 		return rep, err
 	}

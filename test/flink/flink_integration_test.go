@@ -196,6 +196,30 @@ func TestIntegrationFlinkChangelog(t *testing.T) {
 		require.Len(t, missing, 2)
 		require.Len(t, extra, 1)
 	})
+	// With fixed_as: bytes the bridge writes hashes and addresses as Avro
+	// bytes, and the short definition (transactions_bytes.sql), whose
+	// reader schema Flink derives by itself, reads them.
+	t.Run("fixed-as-bytes-short-ddl", func(t *testing.T) {
+		s2 := &stack{bridgetest.Stack{Sim: sim, Brokers: s.Brokers, Registry: registry, Dir: t.TempDir(), Bin: bin, Stream: streamID}}
+		s2.writeConfig(t, name+"-bytes", "fixed_as: bytes")
+		t.Cleanup(func() { s2.deleteTopics(t) })
+		p2 := bridgetest.Start(t, bin, s2.CfgPath, filepath.Join(s2.Dir, "bridge.log"))
+		_, err := s2.waitCaughtUp(ctx, p2)
+		require.NoError(t, err)
+		require.NoError(t, sim.Reorg(2, 3)) // of committed blocks: retractions
+		upTo, err := s2.waitCaughtUp(ctx, p2)
+		require.NoError(t, err)
+		require.Equal(t, 0, p2.Term(30*time.Second), "bridge exit code; log tail:\n%s", p2.Tail(30))
+		r := runFlink(ctx, t, b.dir, filepath.Join(root, "test", "flink", "transactions_bytes.sql"), s2)
+		require.Zero(t, r.exit, "Flink job failed; stderr tail:\n%s", r.stderrTail)
+		want := s2.ampRows(ctx, t, upTo, r.summary.Columns)
+		missing, extra := diffRows(want, canonicalFlinkRows(t, r.rows))
+		require.Empty(t, missing, "rows Amp has that Flink's table lacks")
+		require.Empty(t, extra, "rows Flink's table has that Amp does not")
+		require.Positive(t, r.summary.Changes["-D"], "the reorg's retractions reached Flink")
+		t.Logf("fixed_as bytes: Flink's table equals Amp's %d rows (changelog +I %d, -D %d)", len(want),
+			r.summary.Changes["+I"], r.summary.Changes["-D"])
+	})
 	// The README's former definition fails in Flink: BYTES cannot read the
 	// bridge's Avro fixed columns.
 	t.Run("bytes-ddl-fails", func(t *testing.T) {
@@ -251,7 +275,7 @@ type stack struct {
 // writeConfig writes the bridge's YAML; topics and the transactional id are
 // named after name, so the shared broker can be used. The checkpoint is a
 // file store: Redis is not what this test is about.
-func (s *stack) writeConfig(t testing.TB, name string) {
+func (s *stack) writeConfig(t testing.TB, name string, streamExtra ...string) {
 	t.Helper()
 	s.WriteConfig(t, bridgetest.Config{
 		Name: name,
@@ -263,7 +287,8 @@ http:
   addr: off`, filepath.Join(s.Dir, "checkpoint")),
 		Stream: `transaction:
   max_rows: 40
-  max_age: 100ms`,
+  max_age: 100ms
+` + strings.Join(streamExtra, "\n"),
 	})
 }
 

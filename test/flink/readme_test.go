@@ -11,18 +11,21 @@ import (
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/bridgetest"
 )
 
-// TestREADMEShowsTheTestedDDL checks that README.md quotes transactions.sql,
-// the definition TestIntegrationFlinkChangelog runs, byte for byte in a sql
-// code block, so the README shows what is tested.
+// TestREADMEShowsTheTestedDDL checks that README.md quotes transactions.sql
+// and transactions_bytes.sql, the definitions TestIntegrationFlinkChangelog
+// runs, byte for byte in sql code blocks, so the README shows what is
+// tested.
 func TestREADMEShowsTheTestedDDL(t *testing.T) {
 	root := bridgetest.ModuleRoot(t)
-	ddl, err := os.ReadFile(filepath.Join(root, "test", "flink", "transactions.sql"))
-	require.NoError(t, err)
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	require.NoError(t, err)
-	block := "```sql\n" + strings.TrimRight(string(ddl), "\n") + "\n```"
-	require.Contains(t, string(readme), block,
-		"README.md must show test/flink/transactions.sql verbatim in a ```sql block:\n%s", block)
+	for _, f := range []string{"transactions.sql", "transactions_bytes.sql"} {
+		ddl, err := os.ReadFile(filepath.Join(root, "test", "flink", f))
+		require.NoError(t, err)
+		block := "```sql\n" + strings.TrimRight(string(ddl), "\n") + "\n```"
+		require.Contains(t, string(readme), block,
+			"README.md must show test/flink/%s verbatim in a ```sql block:\n%s", f, block)
+	}
 	require.NotContains(t, string(readme), readmeDDLBefore,
 		"README.md still shows the BYTES definition that Flink cannot read")
 }
