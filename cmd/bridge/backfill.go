@@ -71,22 +71,9 @@ func (r *streamRunner) backfill(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The workers' producers first: initialising their transactional ids
-	// fences a previous instance's workers and aborts their open
-	// transactions, so that the control topic's last stable offset moves
-	// past them before the progress is read. All of them, even when fewer
-	// partitions are left: each slot may hold a previous instance's
-	// transaction.
-	workers := make([]*backfillWorker, r.cfg.Backfill.Workers)
-	defer func() {
-		for _, w := range workers {
-			if w != nil {
-				w.close(ctx)
-			}
-		}
-	}()
-	for k := range workers {
-		if workers[k], err = r.newBackfillWorker(ctx, plan, k); err != nil {
+	workers := make([]*backfillWorker, len(r.bfProds))
+	for k, prod := range r.bfProds {
+		if workers[k], err = r.newBackfillWorker(plan, prod, k); err != nil {
 			return err
 		}
 	}
@@ -286,21 +273,40 @@ func (r *streamRunner) backfillDone(ctx context.Context) ([]source.BlockSpan, er
 	return done, nil
 }
 
-// newBackfillWorker starts worker k: its producer, of transactional id
-// {prefix}.{stream}.backfill.{k}, and its encoder. The ids are per worker,
-// not per partition: the partitions move with the head Amp has synced at
-// each start, the workers' ids do not, so a restart always fences the
-// previous instance's workers (unless backfill.workers was lowered).
-func (r *streamRunner) newBackfillWorker(ctx context.Context, plan *backfillPlan, k int) (*backfillWorker, error) {
+// fenceBackfillWorkers creates the producers of the backfill's workers,
+// of transactional ids {prefix}.{stream}.backfill.{k}: initialising them
+// fences the previous instance's workers and aborts their open
+// transactions. All of them, however many partitions are left: each slot
+// may hold a previous instance's transaction. The ids are per worker, not
+// per partition: the partitions move with the head Amp has synced at each
+// start, the workers' ids do not (unless backfill.workers is lowered).
+func (r *streamRunner) fenceBackfillWorkers(ctx context.Context) error {
 	deps := r.deps.sinkDeps
 	deps.Stream = r.cfg.ID
-	prod, err := sink.NewProducer(ctx, r.deps.kafka, fmt.Sprintf("%s.backfill.%d", r.cfg.ID, k), deps)
-	if err != nil {
-		return nil, fmt.Errorf("stream %s: starting the producer of backfill worker %d: %w", r.cfg.ID, k, err)
+	for k := range r.cfg.Backfill.Workers {
+		prod, err := sink.NewProducer(ctx, r.deps.kafka, fmt.Sprintf("%s.backfill.%d", r.cfg.ID, k), deps)
+		if err != nil {
+			return fmt.Errorf("stream %s: starting the producer of backfill worker %d: %w", r.cfg.ID, k, err)
+		}
+		r.bfProds = append(r.bfProds, prod)
 	}
+	return nil
+}
+
+// closeBackfillWorkers closes the backfill workers' producers.
+func (r *streamRunner) closeBackfillWorkers(ctx context.Context) {
+	for _, p := range r.bfProds {
+		if err := p.Close(context.WithoutCancel(ctx)); err != nil {
+			r.log.Warn("closing a backfill producer", "txn_id", p.TransactionalID(), "err", err)
+		}
+	}
+	r.bfProds = nil
+}
+
+// newBackfillWorker returns worker k: its producer and an encoder.
+func (r *streamRunner) newBackfillWorker(plan *backfillPlan, prod *sink.Producer, k int) (*backfillWorker, error) {
 	enc, err := encode.NewEncoder(r.encCfg, r.schema)
 	if err != nil {
-		_ = prod.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("stream %s: compiling the encoder of backfill worker %d: %w", r.cfg.ID, k, err)
 	}
 	enc.SetFraming(r.enc.ValueFraming(), r.enc.KeyFraming())
@@ -315,12 +321,6 @@ type backfillWorker struct {
 	enc  *encode.Encoder
 	out  encode.Batch
 	part source.BlockSpan // the partition being published
-}
-
-func (w *backfillWorker) close(ctx context.Context) {
-	if err := w.prod.Close(context.WithoutCancel(ctx)); err != nil {
-		w.r.log.Warn("closing a backfill producer", "txn_id", w.prod.TransactionalID(), "err", err)
-	}
 }
 
 // partition publishes the blocks rest of partition p, step by step.

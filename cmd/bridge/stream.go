@@ -120,6 +120,8 @@ type streamRunner struct {
 	// backfillLeft counts the blocks the backfill's workers have still to
 	// publish (for amp_bridge_backfill_blocks_remaining).
 	backfillLeft atomic.Uint64
+	// bfProds are the backfill workers' producers, created in setup.
+	bfProds []*sink.Producer
 	// committedCursor holds the committed cursor (a reorg.Cursor never
 	// modified after it is stored) for the head poller's goroutine.
 	committedCursor atomic.Value
@@ -205,6 +207,7 @@ func (r *streamRunner) close(ctx context.Context) {
 		r.reader.Close()
 		r.reader = nil
 	}
+	r.closeBackfillWorkers(ctx)
 	r.txnOpen, r.pending, r.undo, r.dirty, r.txnRows = false, nil, nil, false, 0
 	r.out.Reset()
 }
@@ -230,6 +233,14 @@ func (r *streamRunner) setup(ctx context.Context) error {
 	// topic's last stable offset moves past it before we read.
 	if r.prod, err = sink.NewProducer(ctx, r.deps.kafka, r.cfg.ID, r.deps.sinkDeps); err != nil {
 		return fmt.Errorf("starting the producer of stream %s: %w", r.cfg.ID, err)
+	}
+	// The backfill's workers too: a previous instance killed inside its
+	// backfill leaves their transactions open, and the control topic's
+	// last stable offset would wait for them until they time out.
+	if r.cfg.Backfill.Enabled {
+		if err := r.fenceBackfillWorkers(ctx); err != nil {
+			return err
+		}
 	}
 	if r.reader, err = sink.NewReader(ctx, r.deps.kafka, r.deps.sinkDeps); err != nil {
 		return fmt.Errorf("starting the reader of stream %s: %w", r.cfg.ID, err)
@@ -261,6 +272,7 @@ func (r *streamRunner) setup(ctx context.Context) error {
 			r.deps.metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(0)
 			r.log.Debug("backfill not run: the stream has gone live", "cursor", cursorText(r.committed.Cursor()))
 		}
+		r.closeBackfillWorkers(ctx)
 	}
 	rcfg := reorg.DefaultConfig()
 	rcfg.Retention = r.cfg.RetentionBlocks
@@ -476,6 +488,7 @@ func (r *streamRunner) open(ctx context.Context) error {
 	if r.stream != nil {
 		_ = r.stream.Close()
 	}
+	r.log.Info("opening the Amp stream", "cursor", cursorText(r.resume))
 	s, err := r.deps.amp.Stream(ctx, r.cfg.SQL, func() reorg.Cursor { return r.resume })
 	if err != nil {
 		return fmt.Errorf("opening stream %s at Amp: %w", r.cfg.ID, err)
@@ -825,9 +838,13 @@ func (r *streamRunner) commit(ctx context.Context) error {
 		return err
 	}
 	r.committed = cp
+	rows := 0
 	for _, p := range published {
+		rows += p.rows
 		r.emit(streamEvent{Kind: "commit", BatchID: p.wm.BatchID, Ranges: p.wm.Ranges, Rows: p.rows})
 	}
+	r.log.Debug("committed", "version", cp.Version, "batches", len(published), "rows", rows,
+		"from", fmt.Sprint(published[0].wm.Ranges), "to", fmt.Sprint(last.Ranges), "cursor", cursorText(r.resume), "full", full)
 	return nil
 }
 
@@ -905,6 +922,7 @@ func (r *streamRunner) rollback(ctx context.Context, why string) error {
 	}
 	r.machine.Rollback()
 	r.resume = r.committed.Cursor()
+	r.log.Info("rolled back to the last commit", "reason", why, "cursor", cursorText(r.resume))
 	return nil
 }
 

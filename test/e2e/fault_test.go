@@ -138,6 +138,15 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 		}
 		var notes []string
 		switch i {
+		case 0, 1:
+			// The first trials are killed inside the backfill of the 300
+			// blocks of history, 0.1-0.5 s after its first step began
+			// (the first step's transaction may be open or committed).
+			waitLog(logPath, "msg=backfill ", 20*time.Second)
+			time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+			if grepCount(logPath, "msg=backfill ") > 0 && grepCount(logPath, "backfill done") == 0 {
+				notes = append(notes, fmt.Sprintf("killed inside the backfill after %d transaction(s)", grepCount(logPath, "end transaction response successfully received")))
+			}
 		case brokerAt:
 			// Kill the broker while the bridge publishes, not while it starts.
 			waitLog(logPath, "checkpoint reconciled", 15*time.Second)
