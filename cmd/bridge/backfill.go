@@ -238,17 +238,7 @@ func (r *streamRunner) backfillDone(ctx context.Context) ([]source.BlockSpan, er
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: reading the backfill's progress: %w", r.cfg.ID, err)
 	}
-	var spans []source.BlockSpan
-	for _, h := range hist {
-		if w := h.ev.Watermark; w != nil && w.Backfill != nil {
-			for _, b := range w.Batches {
-				for _, rg := range b.Ranges {
-					spans = append(spans, source.BlockSpan{From: rg.Start, To: rg.End + 1})
-				}
-			}
-		}
-	}
-	done := mergeSpans(spans)
+	done := backfilledSpans(hist)
 	if ps, ok := r.deps.store.(offsets.PartitionStore); ok {
 		recs, err := ps.Partitions(ctx, r.cfg.ID)
 		if err != nil {
@@ -485,6 +475,22 @@ func (r *streamRunner) handover(ctx context.Context, network string, end uint64)
 	r.log.Info("backfill done: the live stream starts at the first block not backfilled", "network", network, "block", end)
 	r.emit(streamEvent{Kind: "handover", Detail: fmt.Sprintf("%s: live from block %d", network, end)})
 	return nil
+}
+
+// backfilledSpans returns the blocks the backfill watermarks of hist
+// record as published, merged and sorted.
+func backfilledSpans(hist []controlHistory) []source.BlockSpan {
+	var spans []source.BlockSpan
+	for _, h := range hist {
+		if w := h.ev.Watermark; w != nil && w.Backfill != nil {
+			for _, b := range w.Batches {
+				for _, rg := range b.Ranges {
+					spans = append(spans, source.BlockSpan{From: rg.Start, To: rg.End + 1})
+				}
+			}
+		}
+	}
+	return mergeSpans(spans)
 }
 
 // subtractSpans returns the parts of s not covered by done (merged, sorted).

@@ -91,19 +91,9 @@ func (r *streamRunner) rewind(ctx context.Context, to uint64) (rewindResult, err
 	}
 	// The backfilled history cannot be published again by a rewind: its
 	// progress records would still count it as published.
-	backfilled, found := uint64(0), false
-	for _, h := range hist {
-		if w := h.ev.Watermark; w != nil && w.Backfill != nil {
-			for _, b := range w.Batches {
-				for _, rg := range b.Ranges {
-					backfilled, found = max(backfilled, rg.End), true
-				}
-			}
-		}
-	}
-	if found && to <= backfilled {
+	if bf := backfilledSpans(hist); len(bf) > 0 && to < bf[len(bf)-1].To {
 		return rewindResult{}, fmt.Errorf("block %d is inside the stream's backfill (published up to block %d); "+
-			"a rewind reaches back to the hand-over at most: start a new stream id to publish the history again", to, backfilled)
+			"a rewind reaches back to the hand-over at most: start a new stream id to publish the history again", to, bf[len(bf)-1].To-1)
 	}
 	// The target: the newest live watermark whose cursor ends before block to.
 	target := -1
