@@ -93,9 +93,10 @@
 // a reusable byte arena: no maps, no reflection and no allocation per row once
 // the arena has grown to the workload (nor per batch with a single block
 // range). Per batch, a column without nulls gets a plain variant of its
-// writer (no validity test), the envelope's constant parts are encoded once,
-// and each of the first 64 columns is written from its own call site, so the
-// CPU predicts every per-value call. Encode reads the record batch only
+// writer (no validity test), the envelope's constant parts are encoded once
+// (those that depend on the block number once per block), and the columns
+// of common types are written inline by one loop over per-column ops (see
+// ops.go), without a call per value. Encode reads the record batch only
 // during the call and neither retains nor releases it (the caller owns it).
 // Batch slices are valid until Batch.Reset; reset a Batch only after Kafka
 // has acknowledged or aborted its records. An Encoder is not safe for

@@ -1,6 +1,7 @@
 package encode
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"testing"
@@ -166,6 +167,13 @@ func TestEnvelopeSourceFields(t *testing.T) {
 				"batch_id": "abc", "range_start": int64(100), "range_end": int64(101),
 				"range_hash": r1.Hash.String() + "|" + r2.Hash.String(), "range_prev_hash": r1.PrevHash.String() + "|",
 				"snapshot": true, "cause": nil},
+		},
+		{
+			// source.row beyond the inline varint of the row loop
+			name:   "debezium large row offset",
+			cfg:    Config{Stream: "logs", Version: "dev"},
+			meta:   BatchMeta{Op: OpCreate, Ranges: []reorg.BlockRange{r1}, TsMs: 1 << 40, RowOffset: 1<<27 - 10},
+			fields: map[string]any{"connector": Connector, "network": "mainnet", "snapshot": false},
 		},
 		{
 			name:   "debezium delete",
@@ -378,6 +386,11 @@ func TestVarintAndDecimalFastPaths(t *testing.T) {
 		}
 		want = append(want, byte(u))
 		require.Equal(t, want, appendLong([]byte{}, v), "long %d", v)
+		// putVarint4 (the inline path of lengths and integers below 2^28).
+		if u := uint64(v<<1) ^ uint64(v>>63); u < 1<<28 {
+			var d [10]byte
+			require.Equal(t, want, d[:putVarint4(&d, u)], "varint4 %d", u)
+		}
 
 		// appendDecimal128 against appendTwosComplement.
 		hi, lo := v>>r.IntN(64), r.Uint64()>>r.IntN(64)
@@ -410,5 +423,22 @@ func TestHeaders(t *testing.T) {
 			}
 			assert.Equal(t, tc.want, got)
 		})
+	}
+}
+
+// TestASCIIFastPath checks the ASCII test that lets strings skip utf8.Valid:
+// it must be true exactly when every byte is below 0x80, at every length
+// and position of the first non-ASCII byte.
+func TestASCIIFastPath(t *testing.T) {
+	for n := range 40 {
+		v := bytes.Repeat([]byte{'7'}, n)
+		require.True(t, ascii(v), "len %d", n)
+		for k := range n {
+			for _, c := range []byte{0x80, 0xc3, 0xff} {
+				w := bytes.Clone(v)
+				w[k] = c
+				require.False(t, ascii(w), "len %d, byte %#x at %d", n, c, k)
+			}
+		}
 	}
 }

@@ -231,19 +231,56 @@ func (e *Encoder) Encode(rec arrow.RecordBatch, meta BatchMeta, out *Batch) erro
 	// the block number, which rows of one block share: they are built when
 	// it changes and then copied at once.
 	tail, tailKey, tailNull, tailOK := e.tail[:0], uint64(0), false, false
+	// The head and the bytes after source.row are short: they are copied
+	// as 16-byte words, without a call, when they fit.
+	var head16, seg16 [16]byte
+	short := len(head) <= 16 && len(seg3) <= 16 && meta.RowOffset+int64(n) < 1<<27
+	copy(head16[:], head)
+	copy(seg16[:], seg3)
+	// Amp's _block_num (UInt64 without nulls) is read inline; other block
+	// columns through blk.key.
+	var bkeys []uint64
+	if e.blk.u64 != nil && e.blk.v.bits == nil {
+		bkeys = e.blk.u64[e.blk.v.off : e.blk.v.off+n]
+	}
 	start := len(b)
 	for i := range n {
 		e.st.row = i
 		vs := len(b)
-		b = append(b, head...)
+		if short {
+			if cap(b)-vs < 16 {
+				b = growSlow(b, 16)
+			}
+			*(*[16]byte)(b[vs : vs+16]) = head16
+			b = b[:vs+len(head)]
+		} else {
+			b = append(b, head...)
+		}
 		b = writeOps(b, ops, i)
-		if k, null := e.blk.key(i); !tailOK || k != tailKey || null != tailNull {
+		var k uint64
+		var null bool
+		if bkeys != nil {
+			k = bkeys[i]
+		} else {
+			k, null = e.blk.key(i)
+		}
+		if !tailOK || k != tailKey || null != tailNull {
 			tail = append(e.blk.append(append(tail[:0], mid...), i), seg2...)
 			tailKey, tailNull, tailOK = k, null, e.st.err == nil
 		}
 		b = append(b, tail...)
-		b = appendLong(b, meta.RowOffset+int64(i))
-		b = append(b, seg3...)
+		if short {
+			p := len(b)
+			if cap(b)-p < 4+16 {
+				b = growSlow(b, 4+16)
+			}
+			p += putVarint4((*[10]byte)(b[p:p+10]), uint64(meta.RowOffset+int64(i))<<1)
+			*(*[16]byte)(b[p : p+16]) = seg16
+			b = b[:p+len(seg3)]
+		} else {
+			b = appendLong(b, meta.RowOffset+int64(i))
+			b = append(b, seg3...)
+		}
 		ve := len(b)
 		if e.rowAvro {
 			ks = len(b)

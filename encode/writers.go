@@ -119,22 +119,26 @@ func appendVarint(b []byte, u uint64) []byte {
 }
 
 // putVarintWide writes u (at least 0x80) as a varint without branches per
-// byte: it stores all ten 7-bit groups with their continuation bits, clears
-// the bit of the last significant group and returns the number of
-// significant bytes.
+// byte: the low 56 bits are spread into eight 7-bit groups and stored at
+// once with the continuation bits of all but the last significant group;
+// the ninth and tenth bytes are written only for values that need them. It
+// returns the number of significant bytes.
 func putVarintWide(d *[10]byte, u uint64) int {
-	d[0] = byte(u) | 0x80
-	d[1] = byte(u>>7) | 0x80
-	d[2] = byte(u>>14) | 0x80
-	d[3] = byte(u>>21) | 0x80
-	d[4] = byte(u>>28) | 0x80
-	d[5] = byte(u>>35) | 0x80
-	d[6] = byte(u>>42) | 0x80
-	d[7] = byte(u>>49) | 0x80
-	d[8] = byte(u>>56) | 0x80
-	d[9] = byte(u >> 63)
 	n := (bits.Len64(u) + 6) / 7 // 2..10
-	d[n-1] &^= 0x80
+	x := u&0x7f | (u<<1)&0x7f00 | (u<<2)&0x7f0000 | (u<<3)&0x7f000000 |
+		(u<<4)&0x7f00000000 | (u<<5)&0x7f0000000000 | (u<<6)&0x7f000000000000 | (u<<7)&0x7f00000000000000
+	if n <= 8 {
+		x |= 0x8080808080808080 >> (64 - 8*(n-1))
+		binary.LittleEndian.PutUint64(d[:8], x)
+		return n
+	}
+	binary.LittleEndian.PutUint64(d[:8], x|0x8080808080808080)
+	hi := u >> 56
+	d[8] = byte(hi)
+	if n == 10 {
+		d[8] |= 0x80
+		d[9] = byte(hi >> 7)
+	}
 	return n
 }
 
