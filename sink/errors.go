@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Sentinel errors callers branch on with errors.Is. Every error the
@@ -46,7 +47,150 @@ var (
 
 	// ErrRecordsMissing is wrapped by every *MissingRecordsError.
 	ErrRecordsMissing = errors.New("records missing from kafka")
+
+	// ErrHangingTransaction is wrapped by every *HangingTransactionError: a
+	// read gave up because a transaction open on a partition held its last
+	// stable offset back until the read's deadline.
+	ErrHangingTransaction = errors.New("a transaction holds the partition's last stable offset back")
 )
+
+// HangingVerdict says whether the transaction that holds a partition's last
+// stable offset back will end by itself.
+type HangingVerdict int
+
+const (
+	// HangingUnknown: the open transaction or its coordinator's state
+	// could not be found (see HangingTransactionError.DescribeErr).
+	HangingUnknown HangingVerdict = iota
+	// HangingOngoing: its coordinator still runs it. It ends when its
+	// producer commits or aborts it, or, at the latest, when the
+	// coordinator aborts it at its transaction timeout.
+	HangingOngoing
+	// HangingOrphaned: its coordinator has completed it (or runs another
+	// transaction that does not include the partition) although the
+	// partition never received its marker. It never ends by itself: an
+	// operator must abort it (a Kafka broker bug, see the README).
+	HangingOrphaned
+)
+
+// HangingTransactionError names the transaction that held a partition's
+// last stable offset back until a read gave up, says whether it will end by
+// itself, and how an operator ends it. It wraps ErrHangingTransaction and
+// the context error that ended the wait.
+type HangingTransactionError struct {
+	Topic     string
+	Partition int32
+	// Target is the offset the read waited to become stable; LastStable is
+	// the partition's last stable offset when it gave up.
+	Target, LastStable int64
+	// Bootstrap is the broker list for the operator's command.
+	Bootstrap string
+
+	// Found is true when DescribeProducers found the open transaction; the
+	// fields below it are set only then.
+	Found            bool
+	ProducerID       int64
+	ProducerEpoch    int16
+	StartOffset      int64     // the transaction's first offset on the partition
+	LastWrite        time.Time // the producer's last write to the partition
+	CoordinatorEpoch int32     // of the producer's last marker on the partition (-1: none)
+	OtherOpen        int       // further open transactions on the partition
+
+	// TransactionalID is the producer's transactional id ("" if no
+	// coordinator lists the producer id). CoordinatorState is the
+	// coordinator's state of it (Ongoing, PrepareCommit, CompleteCommit,
+	// ...); TxnStarted and TxnTimeout describe its current transaction.
+	TransactionalID  string
+	CoordinatorState string
+	TxnStarted       time.Time
+	TxnTimeout       time.Duration
+
+	Verdict HangingVerdict
+	// DescribeErr is why the transaction could not be described fully.
+	DescribeErr error
+	// Err is the context error that ended the wait.
+	Err error
+}
+
+// Error names the partition and the transaction, says whether it will end
+// by itself, and what to do.
+func (e *HangingTransactionError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "waiting for %s/%d to become stable up to offset %d: its last stable offset stayed at %d",
+		e.Topic, e.Partition, e.Target, e.LastStable)
+	if !e.Found {
+		b.WriteString(": a transaction is still open on the partition, possibly of a crashed producer that times out after its transaction.timeout.ms")
+		if e.DescribeErr != nil {
+			fmt.Fprintf(&b, " (describing it failed: %v)", e.DescribeErr)
+		}
+		fmt.Fprintf(&b, "; `kafka-transactions.sh --bootstrap-server %s describe-producers --topic %s --partition %d` shows it: %v",
+			e.Bootstrap, e.Topic, e.Partition, e.Err)
+		return b.String()
+	}
+	fmt.Fprintf(&b, ", held back by the open transaction of producer id %d epoch %d", e.ProducerID, e.ProducerEpoch)
+	if e.TransactionalID != "" {
+		fmt.Fprintf(&b, " (transactional id %q)", e.TransactionalID)
+	}
+	fmt.Fprintf(&b, " that starts at offset %d (the producer's last write to the partition: %s",
+		e.StartOffset, e.LastWrite.UTC().Format(time.RFC3339))
+	if e.OtherOpen > 0 {
+		fmt.Fprintf(&b, "; %d more open transaction(s) on the partition", e.OtherOpen)
+	}
+	b.WriteString("). ")
+	abort := fmt.Sprintf("`kafka-transactions.sh --bootstrap-server %s abort --topic %s --partition %d --start-offset %d` "+
+		"(with --command-config <admin client properties> for TLS or SASL)", e.Bootstrap, e.Topic, e.Partition, e.StartOffset)
+	switch e.Verdict {
+	case HangingOngoing:
+		fmt.Fprintf(&b, "Its coordinator still considers it ongoing (state %s", e.CoordinatorState)
+		if !e.TxnStarted.IsZero() {
+			fmt.Fprintf(&b, ", started %s", e.TxnStarted.UTC().Format(time.RFC3339))
+		}
+		if e.TxnTimeout > 0 {
+			fmt.Fprintf(&b, ", transaction timeout %s", e.TxnTimeout)
+		}
+		b.WriteString("): it ends when its producer commits or aborts it, or at the latest when the coordinator aborts it at its " +
+			"transaction timeout; retry then. If the producer is another bridge instance or application, check it")
+	case HangingOrphaned:
+		b.WriteString("It will never end by itself: ")
+		if e.TransactionalID == "" {
+			b.WriteString("no transaction coordinator lists its producer id any more (unless these credentials may not describe its transactional id)")
+		} else {
+			fmt.Fprintf(&b, "its coordinator has finished with it (state %s) but the partition never received its marker "+
+				"(most likely a Kafka broker bug after every replica of the partition was down at once: see the README's known issue)", e.CoordinatorState)
+		}
+		fmt.Fprintf(&b, ". End it with %s. ", abort)
+		switch e.CoordinatorState {
+		case "CompleteCommit":
+			b.WriteString("WARNING: its coordinator COMMITTED it, and the abort discards its records on this partition: rows (or control " +
+				"events) the bridge counted as published. " + afterAbort)
+		case "CompleteAbort":
+			b.WriteString("Its coordinator aborted it, so the abort loses nothing")
+		default:
+			b.WriteString("Whether it was committed is unknown: the abort discards its records on this partition. " + afterAbort)
+		}
+	default:
+		b.WriteString("Whether its coordinator still runs it is unknown")
+		if e.DescribeErr != nil {
+			fmt.Fprintf(&b, " (%v)", e.DescribeErr)
+		}
+		fmt.Fprintf(&b, ": `kafka-transactions.sh --bootstrap-server %s find-hanging --topic %s --partition %d` tells "+
+			"(it lists open transactions older than 15 minutes that no coordinator will end); if it lists this one, end it with %s, then run `bridge verify`",
+			e.Bootstrap, e.Topic, e.Partition, abort)
+	}
+	fmt.Fprintf(&b, ": %v", e.Err)
+	return b.String()
+}
+
+// afterAbort is the recovery after aborting a transaction that may have
+// been committed.
+const afterAbort = "Abort every partition the transaction left open (the data topic's and the control topic's), then run " +
+	"`bridge verify`. If it reports missing rows and the control topic's partition was among those aborted, stop the bridge and run " +
+	"`bridge rewind -stream <stream> -to-block <first missing block>`: the control event went with the rows, so the rewind rebuilds the " +
+	"checkpoint without them and the next `bridge run` publishes those blocks again. (A rewind reads back the rows it retracts, so it fails with records missing when a discarded row's " +
+	"control event survived; only a new stream id publishes those rows again.)"
+
+// Unwrap returns ErrHangingTransaction and the context error.
+func (e *HangingTransactionError) Unwrap() []error { return []error{ErrHangingTransaction, e.Err} }
 
 // TopicError says which topic is misconfigured, what is wrong and how to
 // fix it. It wraps ErrTopicInvalid.

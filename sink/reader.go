@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -110,7 +111,9 @@ func (r *Reader) highWatermarks(ctx context.Context, topic string) (map[int32]in
 // waitStable waits until the last stable offset of topic/partition reaches
 // target and returns it. Kafka writes commit markers after EndTransaction
 // returns, and an open transaction of any producer holds the last stable
-// offset back until it ends (at worst transaction.timeout.ms).
+// offset back until it ends (at worst transaction.timeout.ms). When ctx ends
+// first, the error is a *HangingTransactionError that names the open
+// transaction and says whether it will end by itself.
 func (r *Reader) waitStable(ctx context.Context, topic string, partition int32, target int64) (int64, error) {
 	wait := 5 * time.Millisecond
 	for {
@@ -123,11 +126,101 @@ func (r *Reader) waitStable(ctx context.Context, topic string, partition int32, 
 			return lso, nil
 		}
 		if err := sleepCtx(ctx, wait); err != nil {
-			return 0, fmt.Errorf("waiting for %s/%d to become stable up to offset %d (last stable offset %d): a transaction is still open on the partition, possibly of a crashed producer that times out after its transaction.timeout.ms: %w",
-				topic, partition, target, lso, err)
+			// ctx has ended: describe the transaction with a little time
+			// of its own.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hangingDescribeTimeout)
+			defer cancel()
+			return 0, r.describeHanging(dctx, topic, partition, target, lso, err)
 		}
 		wait = min(2*wait, 200*time.Millisecond)
 	}
+}
+
+// hangingDescribeTimeout bounds the look-up of the transaction that held a
+// read back.
+const hangingDescribeTimeout = 10 * time.Second
+
+// describeHanging builds the error of a read that gave up waiting for
+// topic/partition to become stable up to target: it finds the oldest open
+// transaction on the partition (DescribeProducers), its transactional id
+// (ListTransactions by producer id) and the coordinator's state of it
+// (DescribeTransactions), and judges it the way kafka-transactions.sh
+// find-hanging does: a transaction whose coordinator lists the partition in
+// its current transaction will end; one whose coordinator does not (it has
+// completed it, or does not know the producer id) never will.
+func (r *Reader) describeHanging(ctx context.Context, topic string, partition int32, target, lso int64, cause error) error {
+	e := &HangingTransactionError{Topic: topic, Partition: partition, Target: target, LastStable: lso,
+		Bootstrap: strings.Join(r.cfg.Brokers, ","), Err: cause}
+	s := kadm.TopicsSet{}
+	s.Add(topic, partition)
+	prods, err := r.adm.DescribeProducers(ctx, s)
+	if err == nil {
+		if dp, ok := prods[topic].Partitions[partition]; ok && dp.Err != nil {
+			err = dp.Err
+		}
+	}
+	if err != nil {
+		e.DescribeErr = fmt.Errorf("describing the producers of %s/%d: %w", topic, partition, err)
+		return e
+	}
+	var open []kadm.DescribedProducer
+	for _, p := range prods[topic].Partitions[partition].ActiveProducers.Sorted() {
+		if p.CurrentTxnStartOffset >= 0 {
+			open = append(open, p)
+		}
+	}
+	if len(open) == 0 {
+		e.DescribeErr = fmt.Errorf("no producer has an open transaction on %s/%d any more", topic, partition)
+		return e
+	}
+	p := slices.MinFunc(open, func(a, b kadm.DescribedProducer) int {
+		return cmp.Compare(a.CurrentTxnStartOffset, b.CurrentTxnStartOffset)
+	})
+	e.Found, e.OtherOpen = true, len(open)-1
+	e.ProducerID, e.ProducerEpoch, e.StartOffset = p.ProducerID, p.ProducerEpoch, p.CurrentTxnStartOffset
+	e.LastWrite, e.CoordinatorEpoch = time.UnixMilli(p.LastTimestamp), p.CoordinatorEpoch
+
+	listed, err := r.adm.ListTransactions(ctx, []int64{p.ProducerID}, nil)
+	if err != nil {
+		e.DescribeErr = fmt.Errorf("listing the transactional id of producer id %d: %w", p.ProducerID, err)
+		return e
+	}
+	for _, l := range listed.Sorted() {
+		if l.ProducerID == p.ProducerID {
+			e.TransactionalID = l.TxnID
+		}
+	}
+	if e.TransactionalID == "" {
+		// Kafka's find-hanging takes this for a hanging transaction too; it
+		// may also mean these credentials may not describe the id.
+		e.Verdict = HangingOrphaned
+		return e
+	}
+	txns, err := r.adm.DescribeTransactions(ctx, e.TransactionalID)
+	var d kadm.DescribedTransaction
+	if err == nil {
+		d, err = txns.On(e.TransactionalID, nil)
+	}
+	if err == nil {
+		err = d.Err
+	}
+	if err != nil {
+		e.DescribeErr = fmt.Errorf("describing transactional id %q: %w", e.TransactionalID, err)
+		return e
+	}
+	e.CoordinatorState = d.State
+	if d.StartTimestamp > 0 {
+		e.TxnStarted = time.UnixMilli(d.StartTimestamp)
+	}
+	e.TxnTimeout = time.Duration(d.TimeoutMillis) * time.Millisecond
+	// The coordinator lists the partitions of its current transaction, and
+	// while it prepares a commit or abort those still without a marker.
+	if d.Topics.Lookup(topic, partition) && d.ProducerID == p.ProducerID {
+		e.Verdict = HangingOngoing
+	} else {
+		e.Verdict = HangingOrphaned
+	}
+	return e
 }
 
 // ReadSpans reads exactly the committed records of every span (bounded by

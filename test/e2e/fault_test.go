@@ -88,6 +88,8 @@ var reconciledRe = regexp.MustCompile(`msg="checkpoint reconciled".* outcome=(\S
 func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 	require.GreaterOrEqual(t, trials, 3, "-e2e.trials must be at least 3 (a broker restart, a Redis restart and a FLUSHALL each take one)")
 	bin := buildBridge(t)
+	// Registered after the services' cleanups, so it runs before them.
+	t.Cleanup(func() { holdOnFailure(t.Failed(), t.Logf) })
 	seed := *flagSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -110,6 +112,9 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 		Sim: sim, Brokers: env.brokers, Registry: env.registry, Dir: dir, Bin: bin, Stream: streamID,
 	}}
 	s.writeConfig(testenv.UniqueName(t, "e2e"))
+	if keep := os.Getenv("E2E_KEEP_LOGS"); keep != "" && env.restartBroker != nil {
+		t.Cleanup(func() { keepBroker(env.brokers[0], dir, t.Failed()) })
+	}
 	lf, err := os.Create(filepath.Join(dir, "trials.log"))
 	require.NoError(t, err)
 	defer lf.Close()
@@ -127,6 +132,10 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 	}
 	selfExits, slowStarts := 0, 0
 	for i := range trials {
+		var healed []string
+		if brokerAt >= 0 && i > brokerAt {
+			healed = healHanging(t, 1, s.Brokers, s.Control, s.Topic)
+		}
 		logPath := filepath.Join(dir, fmt.Sprintf("trial-%02d.log", i))
 		p := bridgetest.Start(t, bin, s.CfgPath, logPath)
 		// Mostly 0.5–3.5 s of publishing (a race-detector binary needs about
@@ -136,7 +145,7 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 		if rng.IntN(5) == 0 {
 			run = time.Duration(20+rng.IntN(380)) * time.Millisecond
 		}
-		var notes []string
+		notes := healed
 		switch i {
 		case 0, 1:
 			// The first trials are killed inside the backfill of the 300
@@ -152,8 +161,13 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 			waitLog(logPath, "checkpoint reconciled", 15*time.Second)
 			time.Sleep(run / 2)
 			t0 := time.Now()
+			brokerLogLevel(s.Brokers[0])
 			env.restartBroker()
 			notes = append(notes, fmt.Sprintf("broker killed -9 and restarted (%s)", time.Since(t0).Round(time.Millisecond)))
+			// Kafka may leave a transaction it was committing open for
+			// ever (healHangingTxns): end it as its coordinator decided,
+			// before the bridge's next transaction joins it.
+			notes = append(notes, healHanging(t, 6, s.Brokers, s.Control, s.Topic)...)
 			// Give the bridge time to ride it out before the SIGKILL.
 			time.Sleep(run/2 + 3*time.Second)
 		case redisAt:
@@ -195,6 +209,7 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 			resumed = fmt.Sprintf("reconciled %s in %s, resumes after block %s", mm[1], startupTime(logPath), cmp.Or(mm[2], "(start)"))
 		} else if up > 2*time.Second {
 			slowStarts++
+			tl.Logf("trial %2d did not reconcile in %s; the broker's transactions:\n%s", i, up, txnState(s.Brokers, s.Control, s.Topic))
 		}
 		head, _ := sim.Head()
 		tl.Logf("trial %2d: up %6s, %s; %s; reorgs handled %d, stream restarts %d; head %d; %s",
@@ -205,6 +220,12 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 	m.Stop()
 	tl.Logf("miner: %d blocks mined, %d reorgs while running; %d of %d bridge processes exited by themselves; "+
 		"%d ran over 2s without reconciling", m.mined.Load(), m.reorgs.Load(), selfExits, trials, slowStarts)
+
+	if brokerAt >= 0 {
+		for _, h := range healHanging(t, 1, s.Brokers, s.Control, s.Topic) {
+			tl.Logf("before the final run: %s", h)
+		}
+	}
 
 	// Catch up with a fixed head: the bridge must commit its last complete
 	// batch although Amp sends nothing more (the transaction's max_age is
@@ -220,6 +241,7 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 	cancel()
 	if err != nil {
 		t.Errorf("with Amp idle, the bridge did not commit its last complete batch within 25s: %v", err)
+		tl.Logf("the broker's transactions:\n%s", txnState(s.Brokers, s.Control, s.Topic))
 	}
 	code := p.Term(45 * time.Second)
 	require.Equal(t, 0, code, "bridge run must exit 0 on SIGTERM; log tail:\n%s", testenv.Tail(logPath, 30))
