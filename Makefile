@@ -6,6 +6,9 @@
 #   make services        start the local stack (deploy/local/stack.sh; env in .local/stack.env)
 #   make services-stop   stop it (KEEP=1 keeps the data)
 #   make build | bench | lint | pydeps
+#   make bench-e2e       end-to-end throughput of the real bridge process against Apache
+#                        Kafka and kfake (test/perf; minutes; not part of make test);
+#                        PERF_FLAGS='-perf.warmup 10s -perf.run 15s -perf.configs kfake/p1'
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -19,7 +22,7 @@ GOLANGCI_LINT_VERSION := v2.15.0
 SERVICE_VARS := BRIDGE_TEST_KAFKA_SEEDS BRIDGE_TEST_REDIS_ADDR BRIDGE_TEST_REGISTRY_URL \
 	BRIDGE_TEST_PYTHON BRIDGE_TEST_REDIS_SERVER_BIN BRIDGE_TEST_KAFKA_HOME BRIDGE_TEST_REQUIRE
 
-.PHONY: test check unit integration services services-stop services-status build bench lint pydeps clean
+.PHONY: test check unit integration services services-stop services-status build bench bench-e2e lint pydeps clean
 
 test: check unit integration
 
@@ -72,6 +75,17 @@ build:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# performance.md target (a): builds ./cmd/bridge and runs it as a process against a
+# private Apache Kafka broker and kfake in its own process, 60 s warm-up then the
+# median of 3 × 60 s per configuration; logs, configs and CPU profiles go to
+# .local/perf. Needs the Kafka jars and redis-server that `make services` installs.
+PERF_FLAGS ?=
+bench-e2e:
+	@if [[ -f $(ENV_FILE) ]]; then set -a; . ./$(ENV_FILE); set +a; \
+	else echo "$(ENV_FILE) is missing: run make services first (Apache Kafka runs are skipped without it)"; fi; \
+	$(GO) test -run '^TestThroughput$$' -count=1 -v -timeout 3h ./test/perf/ \
+		-perf.e2e -perf.out $(CURDIR)/.local/perf $(PERF_FLAGS)
 
 # golangci-lint is not a module dependency: go run builds the pinned version.
 lint:

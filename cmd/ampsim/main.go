@@ -44,6 +44,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		mbDelay    = fs.Duration("microbatch-delay", 0, "simulated execution time of every streaming microbatch")
 		unsynced   = fs.String("unsynced-tables", "", "comma-separated tables with no synced data (e.g. logs)")
 		dict       = fs.Bool("dictionary-strings", false, "send Utf8 columns dictionary-encoded")
+		replay     = fs.Int("replay-blocks", 0, "replay the transactions and logs rows of this many template blocks instead of generating every block (cheap per row, for throughput runs; 0 = generate)")
+		batchRows  = fs.Int("batch-rows", ampsim.DefaultBatchRows, "rows per record batch (DataFusion's batch size)")
 		verbose    = fs.Bool("v", false, "log requests to stderr")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -72,6 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ReorgEvery:          *reorgEvery,
 		ReorgDepth:          *reorgDepth,
 		DictionaryStrings:   *dict,
+		ReplayBlocks:        *replay,
+		BatchRows:           *batchRows,
 		Logger:              logger,
 		OnRequest: func(ri ampsim.RequestInfo) {
 			logger.Debug("request", "method", ri.Method, "sql", ri.SQL, "streaming", ri.Streaming, "cursor", ri.Cursor)

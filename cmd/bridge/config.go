@@ -149,6 +149,12 @@ type HTTPConfig struct {
 	// Addr serves /metrics, /livez, /readyz. Default 127.0.0.1:9464; "off"
 	// disables the endpoint.
 	Addr string `yaml:"addr"`
+	// Pprof also serves Go's CPU, heap and goroutine profiles under
+	// /debug/pprof/ on Addr, for profiling a running bridge (the throughput
+	// harness of test/perf uses it). Default false: profiles reveal
+	// internals and cost CPU while they run, so enable it only on a
+	// trusted address.
+	Pprof bool `yaml:"pprof"`
 }
 
 // LogConfig configures slog.

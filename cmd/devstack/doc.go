@@ -10,6 +10,11 @@
 //	    registry) until SIGTERM or SIGINT.
 //	devstack registry-ready -url http://127.0.0.1:8081
 //	    one GET /subjects; exits 0 when it answers 200.
+//	devstack kfake -port 0 -addr-file FILE [-blackhole]
+//	    serves franz-go's kfake (an in-memory Kafka broker with
+//	    transactions) in its own process, for throughput runs against
+//	    kfake as a separate process (test/perf); -blackhole discards
+//	    produced records but still advances offsets.
 //	devstack freeport -n 2
 //	    prints n free TCP ports of 127.0.0.1, one per line.
 //

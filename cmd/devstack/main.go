@@ -25,6 +25,7 @@ commands:
   kafka-ready -brokers HOST:PORT[,...] [-timeout 90s]
   registry    -addr 127.0.0.1:PORT [-addr-file FILE]
   registry-ready -url http://HOST:PORT
+  kfake       [-port 0] [-addr-file FILE] [-blackhole]
   freeport    [-n 1]
 `
 
@@ -79,6 +80,15 @@ func run(ctx context.Context, logger *slog.Logger, out io.Writer, args []string)
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		return registryReady(ctx, *url)
+	case "kfake":
+		var o kfakeOptions
+		fs.IntVar(&o.Port, "port", 0, "port on 127.0.0.1 (0 picks a free one)")
+		fs.StringVar(&o.AddrFile, "addr-file", "", "write the bound address to this file once listening")
+		fs.BoolVar(&o.Blackhole, "blackhole", false, "accept produce requests without storing records (offsets still advance)")
+		if err := fs.Parse(rest); err != nil {
+			return fmt.Errorf("parsing flags: %w", err)
+		}
+		return serveKfake(ctx, logger, o)
 	case "freeport":
 		n := fs.Int("n", 1, "how many ports")
 		if err := fs.Parse(rest); err != nil {

@@ -29,6 +29,16 @@ type KafkaBroker struct {
 	port  int
 	cport int
 	p     *Process
+	extra []string // server.properties lines after the defaults
+}
+
+// BrokerOption configures StartKafkaBroker.
+type BrokerOption func(*KafkaBroker)
+
+// WithProperties appends lines ("key=value") to the broker's
+// server.properties; a key given again overrides the default.
+func WithProperties(lines ...string) BrokerOption {
+	return func(k *KafkaBroker) { k.extra = append(k.extra, lines...) }
 }
 
 const brokerLog4j = `status = warn
@@ -47,7 +57,7 @@ logger.raft.level = INFO
 // answers Metadata and CreateTopics (a few seconds). It is stopped and its
 // data removed when the test ends. When the variable is unset the test fails
 // if BRIDGE_TEST_REQUIRE names kafka, and is skipped otherwise.
-func StartKafkaBroker(t testing.TB) *KafkaBroker {
+func StartKafkaBroker(t testing.TB, opts ...BrokerOption) *KafkaBroker {
 	t.Helper()
 	home := RequireReal(t, ServiceKafka, EnvKafkaHome)
 	java, err := exec.LookPath("java")
@@ -55,6 +65,9 @@ func StartKafkaBroker(t testing.TB) *KafkaBroker {
 		t.Fatalf("%s is set but java is not on PATH: install a JDK 17+", EnvKafkaHome)
 	}
 	k := &KafkaBroker{t: t, java: java, home: home, dir: t.TempDir()}
+	for _, o := range opts {
+		o(k)
+	}
 	if k.port, err = freePort(); err == nil {
 		k.cport, err = freePort()
 	}
@@ -77,6 +90,17 @@ func StartKafkaBroker(t testing.TB) *KafkaBroker {
 
 // Addr returns the broker's host:port; it stays the same across Restart.
 func (k *KafkaBroker) Addr() string { return "127.0.0.1:" + strconv.Itoa(k.port) }
+
+// Pid returns the process id of the running broker (0 when stopped).
+func (k *KafkaBroker) Pid() int {
+	if k.p == nil || k.p.Exited() {
+		return 0
+	}
+	return k.p.cmd.Process.Pid
+}
+
+// LogPath returns the file the broker's output goes to.
+func (k *KafkaBroker) LogPath() string { return k.logPath() }
 
 // Backend returns the broker as a real Kafka Backend.
 func (k *KafkaBroker) Backend() Backend {
@@ -155,6 +179,9 @@ group.initial.rebalance.delay.ms=0
 broker.heartbeat.interval.ms=500
 broker.session.timeout.ms=3000
 `, k.port, k.cport, filepath.Join(k.dir, "data"))
+	if len(k.extra) > 0 {
+		props += strings.Join(k.extra, "\n") + "\n"
+	}
 	if err := os.WriteFile(filepath.Join(k.dir, "server.properties"), []byte(props), 0o644); err != nil {
 		return fmt.Errorf("writing server.properties: %w", err)
 	}

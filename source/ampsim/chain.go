@@ -30,6 +30,9 @@ type Block struct {
 type Chain struct {
 	cfg NetworkConfig
 	sy  *synth
+	// replay, if set, serves the transactions and logs rows from templates
+	// (Config.ReplayBlocks).
+	replay *replay
 
 	mu        sync.Mutex
 	canonical []*Block // canonical[i] has number cfg.FirstBlock+i
@@ -244,7 +247,31 @@ func (c *Chain) ExpectedRows(table string, start, end uint64) (int, error) {
 	}
 	n := 0
 	for _, b := range bs {
-		n += t.rowCount(c.cfg, b)
+		n += c.rowCount(t, b)
 	}
 	return n, nil
+}
+
+// rowCount returns the rows of table t in block b.
+func (c *Chain) rowCount(t *table, b *Block) int {
+	if c.replay != nil && replayed(t) {
+		return c.replay.count(t, b)
+	}
+	return t.rowCount(c.cfg, b)
+}
+
+// gen sends the rows of table t in block b to out.
+func (c *Chain) gen(t *table, b *Block, out sink) {
+	if c.replay != nil && replayed(t) {
+		c.replay.gen(t, b, out)
+		return
+	}
+	t.gen(c.sy, c.cfg, b, out)
+}
+
+// rows returns the rows of table t in block b.
+func (c *Chain) rows(t *table, b *Block) []row {
+	var rs rowSink
+	c.gen(t, b, &rs)
+	return rs.rows
 }

@@ -172,6 +172,19 @@ type Config struct {
 	// batches.
 	DictionaryStrings bool
 
+	// ReplayBlocks, when > 0, turns on replay mode for throughput
+	// benchmarks: the transactions and logs rows of ReplayBlocks template
+	// blocks are generated once, and every block serves the rows of one
+	// template (chosen by its number and fork) with its own _block_num,
+	// block_num, block_hash and timestamp, and tx_hash = the template's
+	// tx_hash XOR the block hash. Unfiltered scans are then served as
+	// zero-copy slices of pre-built Arrow batches, so the simulator costs
+	// little per row. Row counts and contents stay deterministic and agree
+	// across streaming, batch and filtered queries and
+	// [Chain.ExpectedRows]; the protocol is unchanged. Default 0: every
+	// block's rows are generated from its hash as it is served.
+	ReplayBlocks int
+
 	// Allocator allocates every Arrow buffer the server builds. Default
 	// memory.NewGoAllocator(); tests pass a checked allocator.
 	Allocator memory.Allocator
@@ -300,6 +313,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("ampsim: BatchRows is %d, want >= 1", c.BatchRows)
 	case c.MaxFlightDataBytes < 1:
 		return fmt.Errorf("ampsim: MaxFlightDataBytes is %d, want >= 1", c.MaxFlightDataBytes)
+	case c.ReplayBlocks < 0:
+		return fmt.Errorf("ampsim: ReplayBlocks is %d, want >= 0 (0 generates every block)", c.ReplayBlocks)
 	}
 	for _, t := range c.UnsyncedTables {
 		ds, table, ok := strings.Cut(t, ".")

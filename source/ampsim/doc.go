@@ -39,6 +39,16 @@
 // Scans without a WHERE clause are generated straight into Arrow builders;
 // filtered scans go through a row path (both produce identical batches).
 //
+// # Replay mode
+//
+// Generating a mainnet transaction row costs about a microsecond, as much as
+// the bridge spends on it, so throughput benchmarks set
+// [Config.ReplayBlocks]: the transactions and logs rows of that many
+// template blocks are generated once and every block serves one template's
+// rows with its own block columns (see replay.go). Unfiltered scans are
+// then zero-copy slices of pre-built Arrow batches. Messages, metadata and
+// batch boundaries are the same as without replay.
+//
 // # Table names
 //
 // A table is named with its dataset: dataset.table, "namespace/dataset".table

@@ -98,6 +98,11 @@ func New(cfg Config) (*Server, error) {
 	for _, n := range c.ExtraNetworks {
 		s.chains = append(s.chains, newChain(n, sy))
 	}
+	if c.ReplayBlocks > 0 {
+		for _, ch := range s.chains {
+			ch.replay = newReplay(c.ReplayBlocks, ch.cfg, sy, c.Allocator)
+		}
+	}
 	return s, nil
 }
 
@@ -165,6 +170,11 @@ func (s *Server) Close() error {
 			g.Stop()
 		}
 		s.wg.Wait()
+		for _, c := range s.chains {
+			if c.replay != nil {
+				c.replay.release()
+			}
+		}
 	})
 	return nil
 }

@@ -79,20 +79,25 @@ func (s *Server) emitBlocks(w *streamWriter, p *plan, e emitSpec) (int, error) {
 			}
 		}
 	}
+	if len(p.rel.branches) == 1 && chain.replay != nil && !s.cfg.DictionaryStrings {
+		if br := p.rel.branches[0]; fast[br] != nil && br.chain == chain && !br.unsynced && replayed(br.table) {
+			return s.emitReplay(w, p, br, bds[br], e)
+		}
+	}
 	for _, blk := range blocks {
 		for _, br := range p.rel.branches {
 			if br.chain != chain || br.unsynced || !bds[br].has(blk.Number) {
 				continue
 			}
 			if fs := fast[br]; fs != nil {
-				bb.b.Reserve(min(br.table.count(chain.cfg, blk), s.cfg.BatchRows))
-				br.table.gen(chain.sy, chain.cfg, blk, fs)
+				bb.b.Reserve(min(chain.rowCount(br.table, blk), s.cfg.BatchRows))
+				chain.gen(br.table, blk, fs)
 				if flushErr != nil {
 					return sent, flushErr
 				}
 				continue
 			}
-			for _, r := range genRows(br.table, chain.sy, chain.cfg, blk) {
+			for _, r := range chain.rows(br.table, blk) {
 				if !br.keep(r) {
 					continue
 				}
@@ -104,6 +109,58 @@ func (s *Server) emitBlocks(w *streamWriter, p *plan, e emitSpec) (int, error) {
 					if err := flush(); err != nil {
 						return sent, err
 					}
+				}
+			}
+		}
+		if e.splitBlocks {
+			if err := flush(); err != nil {
+				return sent, err
+			}
+		}
+		if err := w.stream.Context().Err(); err != nil {
+			return sent, err
+		}
+	}
+	return sent, flush()
+}
+
+// emitReplay is emitBlocks for an unfiltered (or block-bounded) scan of one
+// replayed table: the same batches, cut at the same rows, built as slices
+// of the pre-built templates (see replay.go).
+func (s *Server) emitReplay(w *streamWriter, p *plan, br *branch, bd bounds, e emitSpec) (int, error) {
+	chain := e.chain
+	em := &replayEmitter{rp: chain.replay, schema: p.schema, mem: s.cfg.Allocator,
+		rb: chain.replay.batch(br.table, br.cols, p.schema, s.cfg.BatchRows)}
+	sent := 0
+	flush := func() error {
+		rec := em.flush()
+		if rec == nil {
+			return nil
+		}
+		n := int(rec.NumRows())
+		err := w.write(rec, e.meta)
+		rec.Release()
+		if err != nil {
+			return err
+		}
+		sent += n
+		if e.tick != nil {
+			return e.tick()
+		}
+		return nil
+	}
+	for _, blk := range e.blocks {
+		if !bd.has(blk.Number) {
+			continue
+		}
+		rows := chain.replay.count(br.table, blk)
+		for off := 0; off < rows; {
+			n := min(rows-off, s.cfg.BatchRows-em.rows)
+			em.add(blk, off, n)
+			off += n
+			if em.rows >= s.cfg.BatchRows {
+				if err := flush(); err != nil {
+					return sent, err
 				}
 			}
 		}
@@ -174,7 +231,7 @@ func (s *Server) runBatch(ctx context.Context, w *streamWriter, p *plan) error {
 					if br.chain != sp.chain || br.unsynced || !br.blockBounds().has(blk.Number) {
 						continue
 					}
-					for _, r := range genRows(br.table, sp.chain.sy, sp.chain.cfg, blk) {
+					for _, r := range sp.chain.rows(br.table, blk) {
 						if br.keep(r) {
 							n++
 						}

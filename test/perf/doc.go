@@ -1,0 +1,39 @@
+// Package perf is the end-to-end throughput harness of amp-kafka-bridge
+// (performance.md target (a)). It has tests and benchmarks only:
+//
+//   - TestThroughput builds ./cmd/bridge, runs it as a process with a
+//     config file against an Amp simulator in the test process (replay
+//     mode: pre-built ~10k-row Arrow batches), a private redis-server
+//     and an in-process srfake registry, and one broker on the same box:
+//     Apache Kafka (a private broker configured as
+//     internal/testenv.StartKafkaBroker does, but with retention enforced
+//     every 5 s so a run cannot fill the disk) or kfake in its own process
+//     (cmd/devstack kfake, records discarded with -blackhole so a run does
+//     not hold every record in RAM). A run stops when less than 10 GiB of
+//     disk is left. After a warm-up it measures
+//     -perf.runs windows and prints rows/s per window and their median,
+//     counted from the data topic's committed offsets (ListOffsets with
+//     read_committed: the last stable offset), MB/s on the wire, and the
+//     CPU of the bridge, the broker and the simulator per row. With
+//     -perf.profile it saves a CPU profile of the bridge (its
+//     http.pprof endpoint) taken during the middle window.
+//   - BenchmarkSourceOnly reads the simulator through the bridge's Flight
+//     client (package source) alone, generating rows or replaying them.
+//
+// TestThroughput is skipped unless -perf.e2e is given, so `make test`
+// never runs it; `make bench-e2e` does, after `make services` has
+// installed the Kafka jars and redis-server:
+//
+//	make bench-e2e                                       # performance.md: 60 s warm-up, 3 × 60 s
+//	make bench-e2e PERF_FLAGS='-perf.warmup 10s -perf.run 15s -perf.configs kfake/p1'
+//
+// A configuration is broker/pN[/backfill][/star]: broker kfake or kafka, N
+// partitions of the data topic, backfill to publish the history with
+// streams[].backfill (2 workers) instead of live streaming, star to query
+// SELECT * (27 columns, one Arrow batch per block, as Amp streams it)
+// instead of the 15-column projection performance.md measures (~10k-row
+// batches).
+//
+// The numbers depend on the load of the machine: the harness prints the
+// load average next to them.
+package perf
