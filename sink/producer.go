@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -147,6 +148,17 @@ type Producer struct {
 	m      *metrics
 	broken error // sticky ErrFenced / ErrUnknownOutcome
 	txn    *txn
+
+	// The headers of the previous record, as given and as franz-go's, and
+	// its op: the rows of a batch share their headers, which are converted
+	// once and then shared by the batch's records (franz-go only reads
+	// them).
+	hdrIn  []Header
+	hdrOut []kgo.RecordHeader
+	hdrOp  string
+	// recs is a slab the records are taken from: one allocation per 256
+	// records instead of one each.
+	recs []kgo.Record
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -345,15 +357,18 @@ func (p *Producer) Produce(ctx context.Context, rec Record) error {
 	if rec.Key == nil {
 		return fmt.Errorf("producing to %s: record has a nil key; every bridge record is keyed (batch id or row key)", rec.Topic)
 	}
-	kr := &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value}
+	if len(p.recs) == 0 {
+		p.recs = make([]kgo.Record, 256)
+	}
+	kr := &p.recs[0]
+	p.recs = p.recs[1:]
+	*kr = kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value}
 	op := rec.Op
 	if len(rec.Headers) > 0 {
-		kr.Headers = make([]kgo.RecordHeader, len(rec.Headers))
-		for i, h := range rec.Headers {
-			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
-			if op == "" && h.Key == HeaderOp {
-				op = string(h.Value)
-			}
+		var hop string
+		kr.Headers, hop = p.headers(rec.Headers)
+		if op == "" {
+			op = hop
 		}
 	}
 	if op == "" {
@@ -373,7 +388,8 @@ func (p *Producer) Produce(ctx context.Context, rec Record) error {
 	done := t.fep.Promise()
 	p.cl.Produce(ctx, kr, func(r *kgo.Record, err error) {
 		if err != nil {
-			t.failed.CompareAndSwap(nil, &err)
+			e := err // only a failure's error goes to the heap
+			t.failed.CompareAndSwap(nil, &e)
 		} else if g != nil {
 			t.observe(g, r)
 		}
@@ -383,6 +399,35 @@ func (p *Producer) Produce(ctx context.Context, rec Record) error {
 		return fmt.Errorf("producing to %s: %w", rec.Topic, err)
 	}
 	return nil
+}
+
+// headers returns hs as franz-go's headers and the value of its amp-op
+// header: the previous record's when hs has the same keys and values.
+func (p *Producer) headers(hs []Header) ([]kgo.RecordHeader, string) {
+	if len(hs) == len(p.hdrIn) {
+		same := true
+		for i, h := range hs {
+			if h.Key != p.hdrIn[i].Key || !bytes.Equal(h.Value, p.hdrIn[i].Value) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return p.hdrOut, p.hdrOp
+		}
+	}
+	out := make([]kgo.RecordHeader, len(hs))
+	op := ""
+	for i, h := range hs {
+		out[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+		if op == "" && h.Key == HeaderOp {
+			op = string(h.Value)
+		}
+	}
+	// hs may be reused by the caller: keep a copy to compare with.
+	p.hdrIn = append(p.hdrIn[:0], hs...)
+	p.hdrOut, p.hdrOp = out, op
+	return out, op
 }
 
 func (t *txn) observe(g *group, r *kgo.Record) {

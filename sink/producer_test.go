@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -167,4 +168,53 @@ func TestTwoProducersOfOneStreamShareARegistry(t *testing.T) {
 	require.NoError(t, a.Close(testCtx(t)))
 	_, err := reg.Gather()
 	require.NoError(t, err)
+}
+
+// TestProduceHeadersPerRecord checks that records keep their own headers
+// although Produce shares one converted header slice between records whose
+// headers are equal: a caller that reuses its header slice (and the bytes
+// of its values) for the next batch, and headers that change from record to
+// record, must reach Kafka as given.
+func TestProduceHeadersPerRecord(t *testing.T) {
+	_, cfg := newCluster(t)
+	a := newAdmin(t, cfg)
+	_, err := a.EnsureTopics(testCtx(t), TopicSpec{Name: "hdr", Kind: TopicData, Partitions: 1, ReplicationFactor: 1})
+	require.NoError(t, err)
+	p := newProducer(t, cfg, "hdr", Deps{})
+	ctx := testCtx(t)
+	require.NoError(t, p.Begin())
+	hdr := []Header{{Key: "amp-batch-id", Value: []byte("batch-0")}, {Key: HeaderOp, Value: []byte("c")}}
+	var want [][2]string
+	for i := range 30 {
+		if i%10 == 0 && i > 0 {
+			// the caller reuses its slice for the next batch, with new
+			// values
+			hdr[0].Value = fmt.Appendf(nil, "batch-%d", i/10)
+		}
+		if i == 25 {
+			hdr[1].Value = []byte("d")
+		}
+		if i == 28 {
+			hdr = hdr[:1] // fewer headers
+		}
+		op := ""
+		if len(hdr) > 1 {
+			op = string(hdr[1].Value)
+		}
+		want = append(want, [2]string{string(hdr[0].Value), op})
+		require.NoError(t, p.Produce(ctx, Record{Topic: "hdr", Key: []byte("k"), Value: fmt.Appendf(nil, "%d", i), Headers: hdr}))
+	}
+	_, err = p.Commit(ctx)
+	require.NoError(t, err)
+	recs := consumeCommitted(t, cfg, "hdr")
+	require.Len(t, recs, len(want))
+	for i, r := range recs {
+		got := [2]string{string(r.Headers[0].Value), ""}
+		if len(r.Headers) > 1 {
+			require.Equal(t, HeaderOp, r.Headers[1].Key)
+			got[1] = string(r.Headers[1].Value)
+		}
+		require.Len(t, r.Headers, min(2, len(want[i][1])+1), "record %d", i)
+		require.Equal(t, want[i], got, "record %d", i)
+	}
 }
