@@ -382,6 +382,14 @@ func (r *streamRunner) checkPartitions(states []sink.TopicState) error {
 			n = st.Partitions
 		}
 	}
+	if n > 1 {
+		// Said once per start: consumers that key rows by a column need
+		// to know (README, "Order across batches").
+		r.log.Info("the data topic is keyed by batch id over several partitions: a reorg's replacement rows can be read "+
+			"before the retraction of the rows they replace, so key downstream tables by (source.batch_id, source.row), "+
+			"or run the stream with key: row and key_columns naming the table's key",
+			"topic", r.topic, "partitions", n)
+	}
 	for _, b := range r.committed.Batches {
 		for _, sp := range b.Spans {
 			if sp.Topic != r.topic {

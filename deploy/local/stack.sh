@@ -4,7 +4,7 @@
 # Confluent-compatible schema registry (franz-go srfake served by cmd/devstack)
 # and a Python venv with independent readers (pyarrow, fastavro, confluent-kafka).
 #
-#   deploy/local/stack.sh start  [kafka|redis|registry|python|tools|flink ...]   (default: all)
+#   deploy/local/stack.sh start  [kafka|redis|registry|python|tools|flink|kstreams ...]   (default: all)
 #   deploy/local/stack.sh stop   [kafka|redis|registry ...]          (KEEP=1 keeps data)
 #   deploy/local/stack.sh status
 #   deploy/local/stack.sh env          print the env file
@@ -13,7 +13,8 @@
 # repository root (override with BRIDGE_LOCAL_DIR): stack/<service>/ holds pid,
 # config, log and data; stack.env holds the addresses for the tests. Caches that
 # survive stop: kafka-libs/ (broker jars), venv/ (Python), bin/devstack,
-# flink/ (the Flink SQL job of test/flink and its jars).
+# flink/ (the Flink SQL job of test/flink and its jars), kstreams/ (the Kafka Streams
+# application of test/kstreams and its jars).
 # Starting twice is harmless; stop ends exactly the processes start recorded.
 set -euo pipefail
 
@@ -392,23 +393,30 @@ start_tools() {
   log "tools: $(command -v promtool) ($v)"
 }
 
-# --- flink -----------------------------------------------------------------
+# --- flink, kstreams -------------------------------------------------------
 
-# start_flink installs what test/flink needs (a JDK with javac, Maven) and
-# builds its Flink SQL job with test/flink/build.sh (jars from Maven Central,
-# cached in .local/flink/); nothing is started.
-start_flink() {
+# build_java_test NAME WHAT NOUN installs what test/NAME needs (a JDK with
+# javac, Maven) and builds its Java program, WHAT (NOUN in the log), with
+# test/NAME/build.sh (deploy/local/mvnbuild.sh: jars from Maven Central,
+# cached in .local/NAME/); nothing is started.
+build_java_test() {
+  local name=$1 what=$2 noun=$3 dir t0
   need_cmd javac openjdk-17-jdk-headless
   need_cmd mvn maven
-  local dir t0
   t0=$(now_ms)
-  dir=$("$ROOT/test/flink/build.sh") || die "building the Flink job (test/flink/build.sh)"
-  log "flink: job and classpath in $dir, ready in $(since "$t0")"
+  dir=$("$ROOT/test/$name/build.sh") || die "building $what (test/$name/build.sh)"
+  log "$name: $noun and classpath in $dir, ready in $(since "$t0")"
 }
+
+# start_flink builds the Flink SQL job of test/flink.
+start_flink() { build_java_test flink "the Flink job" job; }
+
+# start_kstreams builds the Kafka Streams application of test/kstreams.
+start_kstreams() { build_java_test kstreams "the Kafka Streams application" application; }
 
 # --- commands --------------------------------------------------------------
 
-services() { if (($# == 0)); then echo kafka redis registry python tools flink; else echo "$@"; fi; }
+services() { if (($# == 0)); then echo kafka redis registry python tools flink kstreams; else echo "$@"; fi; }
 
 cmd_start() {
   local s
@@ -418,7 +426,8 @@ cmd_start() {
     case $s in
       kafka) start_kafka ;; redis) start_redis ;; registry) start_registry ;; python) start_python ;; tools) start_tools ;;
       flink) start_flink ;;
-      *) die "unknown service '$s' (want kafka, redis, registry, python, tools or flink)" ;;
+      kstreams) start_kstreams ;;
+      *) die "unknown service '$s' (want kafka, redis, registry, python, tools, flink or kstreams)" ;;
     esac
     write_env
   done
@@ -430,7 +439,7 @@ cmd_stop() {
   for s in $(services "$@"); do
     case $s in
       kafka) stop_kafka ;; redis) stop_redis ;; registry) stop_registry ;;
-      python | tools | flink) ;; # caches: remove .local/venv (.local/flink) to rebuild the venv (Flink job)
+      python | tools | flink | kstreams) ;; # caches: remove .local/venv (.local/flink, .local/kstreams) to rebuild them
       *) die "unknown service '$s' (want kafka, redis or registry)" ;;
     esac
   done
@@ -459,7 +468,7 @@ main() {
     restart) cmd_stop "$@"; cmd_start "$@" ;;
     status) cmd_status ;;
     env) cat "$ENV_FILE" ;;
-    *) echo "usage: $0 start|stop|restart [kafka|redis|registry|python|tools|flink ...] | status | env" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|restart [kafka|redis|registry|python|tools|flink|kstreams ...] | status | env" >&2; exit 2 ;;
   esac
 }
 

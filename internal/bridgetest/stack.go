@@ -32,7 +32,8 @@ func StartSim(t testing.TB, cfg ampsim.NetworkConfig) *ampsim.Server {
 }
 
 // Stack is what one end-to-end run of the bridge talks to, and the file it
-// runs with: the test sets the fields up to Stream, WriteConfig the rest.
+// runs with: the test sets the fields up to Stream, WriteConfig the next
+// three; Apps is the test's to add to.
 type Stack struct {
 	// Sim is the Amp simulator the bridge reads.
 	Sim *ampsim.Server
@@ -53,6 +54,9 @@ type Stack struct {
 	Topic string
 	// Control is the control topic, <name>.control.
 	Control string
+	// Apps are the ids of the Kafka Streams applications run against the
+	// stack: DeleteTopics deletes their groups and internal topics.
+	Apps []string
 }
 
 // Config is what a run sets in the bridge's YAML besides the settings

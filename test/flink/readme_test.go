@@ -3,7 +3,6 @@ package flink
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,16 +15,12 @@ import (
 // runs, byte for byte in sql code blocks, so the README shows what is
 // tested.
 func TestREADMEShowsTheTestedDDL(t *testing.T) {
-	root := bridgetest.ModuleRoot(t)
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	require.NoError(t, err)
+	readme := bridgetest.README(t)
 	for _, f := range []string{"transactions.sql", "transactions_bytes.sql"} {
-		ddl, err := os.ReadFile(filepath.Join(root, "test", "flink", f))
+		ddl, err := os.ReadFile(filepath.Join(bridgetest.ModuleRoot(t), "test", "flink", f))
 		require.NoError(t, err)
-		block := "```sql\n" + strings.TrimRight(string(ddl), "\n") + "\n```"
-		require.Contains(t, string(readme), block,
-			"README.md must show test/flink/%s verbatim in a ```sql block:\n%s", f, block)
+		bridgetest.RequireREADMEBlock(t, readme, "sql", string(ddl), "test/flink/"+f)
 	}
-	require.NotContains(t, string(readme), readmeDDLBefore,
+	require.NotContains(t, readme, readmeDDLBefore,
 		"README.md still shows the BYTES definition that Flink cannot read")
 }
