@@ -67,7 +67,7 @@ type op struct {
 func opOf(w writer) op {
 	switch w := w.(type) {
 	case *fixedWriter:
-		if !w.hex && !w.asBytes {
+		if w.as == FixedAsFixed {
 			o := op{union: w.nullable, bits: w.bits, off: w.off, w: w, data: w.data, kind: opFixed, width: w.width}
 			switch w.width {
 			case 32:

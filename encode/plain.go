@@ -22,7 +22,7 @@ type plainer interface {
 }
 
 func (w *fixedWriter) plain() writer {
-	if w.bits != nil || w.hex || w.asBytes {
+	if w.bits != nil || w.as != FixedAsFixed {
 		return nil
 	}
 	switch {

@@ -156,7 +156,7 @@ func (c *compiler) compile(dt arrow.DataType, nullable bool, typeName, col strin
 		case FixedAsFixed:
 			t = &avroType{kind: kFixed, name: "Bytes" + strconv.Itoa(n), namespace: c.ns, size: n}
 		}
-		w = &fixedWriter{valid: v, width: n, hex: c.cfg.FixedAs == FixedAsHex, asBytes: c.cfg.FixedAs == FixedAsBytes}
+		w = &fixedWriter{valid: v, width: n, as: c.cfg.FixedAs}
 	case arrow.DECIMAL128:
 		d := dt.(*arrow.Decimal128Type)
 		if d.Precision < 1 || d.Precision > 38 || d.Scale < 0 || d.Scale > d.Precision {

@@ -99,23 +99,19 @@ func appendLong(b []byte, v int64) []byte {
 	return appendVarint(b, u)
 }
 
-// appendVarint writes u (at least 0x80) as a varint. Values of up to four
-// bytes (block numbers, gas, indexes) are appended directly; longer ones
-// with putVarintWide.
+// appendVarint writes u (at least 0x80) as a varint: values of up to four
+// bytes (block numbers, gas, indexes) with putVarint4, longer ones with
+// putVarintWide.
 func appendVarint(b []byte, u uint64) []byte {
-	switch {
-	case u < 1<<14:
-		return append(b, byte(u)|0x80, byte(u>>7))
-	case u < 1<<21:
-		return append(b, byte(u)|0x80, byte(u>>7)|0x80, byte(u>>14))
-	case u < 1<<28:
-		return append(b, byte(u)|0x80, byte(u>>7)|0x80, byte(u>>14)|0x80, byte(u>>21))
-	}
 	p := len(b)
 	if cap(b)-p < 10 {
 		b = growSlow(b, 10)
 	}
-	return b[:p+putVarintWide((*[10]byte)(b[p:p+10]), u)]
+	d := (*[10]byte)(b[p : p+10])
+	if u < 1<<28 {
+		return b[:p+putVarint4(d, u)]
+	}
+	return b[:p+putVarintWide(d, u)]
 }
 
 // putVarintWide writes u (at least 0x80) as a varint without branches per
@@ -420,10 +416,9 @@ func (w *viewWriter) write(b []byte, i int) []byte {
 
 type fixedWriter struct {
 	valid
-	data    []byte
-	width   int
-	hex     bool // a "0x…" string
-	asBytes bool // Avro bytes: the length, then the value
+	data  []byte
+	width int
+	as    FixedAs // fixed, a "0x…" string, or bytes (the length, then the value)
 }
 
 func (w *fixedWriter) bind(a arrow.Array) error {
@@ -443,10 +438,10 @@ func (w *fixedWriter) write(b []byte, i int) []byte {
 	}
 	s := (w.off + i) * w.width
 	v := w.data[s : s+w.width]
-	if w.hex {
+	switch w.as {
+	case FixedAsHex:
 		return appendHex(b, v)
-	}
-	if w.asBytes {
+	case FixedAsBytes:
 		return appendBytes(b, v)
 	}
 	// Hashes and addresses are copied as machine words: four or three loads

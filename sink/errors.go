@@ -118,6 +118,10 @@ func (e *HangingTransactionError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "waiting for %s/%d to become stable up to offset %d: its last stable offset stayed at %d",
 		e.Topic, e.Partition, e.Target, e.LastStable)
+	if errors.Is(e.DescribeErr, errHangingEnded) {
+		fmt.Fprintf(&b, ": the transaction that held it back has ended since; retry: %v", e.Err)
+		return b.String()
+	}
 	if !e.Found {
 		b.WriteString(": a transaction is still open on the partition, possibly of a crashed producer that times out after its transaction.timeout.ms")
 		if e.DescribeErr != nil {

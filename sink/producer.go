@@ -157,7 +157,9 @@ type Producer struct {
 	hdrOut []kgo.RecordHeader
 	hdrOp  string
 	// recs is a slab the records are taken from: one allocation per 256
-	// records instead of one each.
+	// records instead of one each. A slab (and the keys and values its
+	// records point to) stays reachable until its last record is handed
+	// out and delivered: at most 255 records' worth.
 	recs []kgo.Record
 
 	closeOnce sync.Once
@@ -424,7 +426,8 @@ func (p *Producer) headers(hs []Header) ([]kgo.RecordHeader, string) {
 			op = string(h.Value)
 		}
 	}
-	// hs may be reused by the caller: keep a copy to compare with.
+	// hs may be reused by the caller: keep a copy of the slice (not of the
+	// value bytes, which records reference as before) to compare with.
 	p.hdrIn = append(p.hdrIn[:0], hs...)
 	p.hdrOut, p.hdrOp = out, op
 	return out, op

@@ -172,9 +172,9 @@ func TestTwoProducersOfOneStreamShareARegistry(t *testing.T) {
 
 // TestProduceHeadersPerRecord checks that records keep their own headers
 // although Produce shares one converted header slice between records whose
-// headers are equal: a caller that reuses its header slice (and the bytes
-// of its values) for the next batch, and headers that change from record to
-// record, must reach Kafka as given.
+// headers are equal: a caller that reuses its header slice for the next
+// batch, and headers that change from record to record, must reach Kafka as
+// given.
 func TestProduceHeadersPerRecord(t *testing.T) {
 	_, cfg := newCluster(t)
 	a := newAdmin(t, cfg)

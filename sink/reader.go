@@ -126,8 +126,11 @@ func (r *Reader) waitStable(ctx context.Context, topic string, partition int32, 
 			return lso, nil
 		}
 		if err := sleepCtx(ctx, wait); err != nil {
-			// ctx has ended: describe the transaction with a little time
-			// of its own.
+			if !errors.Is(err, context.DeadlineExceeded) {
+				return 0, fmt.Errorf("waiting for %s/%d to become stable up to offset %d: %w", topic, partition, target, err)
+			}
+			// The wait timed out: describe the transaction with a little
+			// time of its own.
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hangingDescribeTimeout)
 			defer cancel()
 			return 0, r.describeHanging(dctx, topic, partition, target, lso, err)
@@ -170,7 +173,7 @@ func (r *Reader) describeHanging(ctx context.Context, topic string, partition in
 		}
 	}
 	if len(open) == 0 {
-		e.DescribeErr = fmt.Errorf("no producer has an open transaction on %s/%d any more", topic, partition)
+		e.DescribeErr = errHangingEnded
 		return e
 	}
 	p := slices.MinFunc(open, func(a, b kadm.DescribedProducer) int {
@@ -178,7 +181,10 @@ func (r *Reader) describeHanging(ctx context.Context, topic string, partition in
 	})
 	e.Found, e.OtherOpen = true, len(open)-1
 	e.ProducerID, e.ProducerEpoch, e.StartOffset = p.ProducerID, p.ProducerEpoch, p.CurrentTxnStartOffset
-	e.LastWrite, e.CoordinatorEpoch = time.UnixMilli(p.LastTimestamp), p.CoordinatorEpoch
+	e.CoordinatorEpoch = p.CoordinatorEpoch
+	if p.LastTimestamp >= 0 {
+		e.LastWrite = time.UnixMilli(p.LastTimestamp)
+	}
 
 	listed, err := r.adm.ListTransactions(ctx, []int64{p.ProducerID}, nil)
 	if err != nil {
@@ -217,10 +223,39 @@ func (r *Reader) describeHanging(ctx context.Context, topic string, partition in
 	// while it prepares a commit or abort those still without a marker.
 	if d.Topics.Lookup(topic, partition) && d.ProducerID == p.ProducerID {
 		e.Verdict = HangingOngoing
+		return e
+	}
+	// The coordinator is done with it. Its marker may have landed since
+	// DescribeProducers: only a transaction still open now is orphaned.
+	if still, err := r.openTxn(ctx, topic, partition, p); err != nil {
+		e.DescribeErr = err
+	} else if !still {
+		e.DescribeErr = errHangingEnded
 	} else {
 		e.Verdict = HangingOrphaned
 	}
 	return e
+}
+
+// errHangingEnded is the DescribeErr of a transaction that ended while the
+// read gave up or was being described: a retry of the read goes through.
+var errHangingEnded = errors.New("the open transaction has ended since the read gave up")
+
+// openTxn reports whether the transaction of producer p is still open on
+// topic/partition, from the same start offset.
+func (r *Reader) openTxn(ctx context.Context, topic string, partition int32, p kadm.DescribedProducer) (bool, error) {
+	s := kadm.TopicsSet{}
+	s.Add(topic, partition)
+	prods, err := r.adm.DescribeProducers(ctx, s)
+	if err != nil {
+		return false, fmt.Errorf("describing the producers of %s/%d again: %w", topic, partition, err)
+	}
+	for _, q := range prods[topic].Partitions[partition].ActiveProducers.Sorted() {
+		if q.ProducerID == p.ProducerID && q.ProducerEpoch == p.ProducerEpoch && q.CurrentTxnStartOffset == p.CurrentTxnStartOffset {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // ReadSpans reads exactly the committed records of every span (bounded by

@@ -18,8 +18,8 @@ func TestREADMEMinimalConfigIsValid(t *testing.T) {
 	const marker = "A minimal `bridge.yaml`:"
 	_, rest, ok := strings.Cut(string(readme), marker)
 	require.True(t, ok, "README has no %q", marker)
-	_, rest, ok = strings.Cut(rest, "```yaml\n")
-	require.True(t, ok, "no yaml block after %q", marker)
+	rest, ok = strings.CutPrefix(strings.TrimLeft(rest, "\n"), "```yaml\n")
+	require.True(t, ok, "no yaml block right after %q", marker)
 	block, _, ok := strings.Cut(rest, "```")
 	require.True(t, ok, "unterminated yaml block after %q", marker)
 

@@ -25,7 +25,7 @@ CACHE="$LOCAL/$NAME"
 die() { printf '[%s-build] error: %s\n' "$NAME" "$*" >&2; exit 1; }
 
 [[ -f "$PROJECT/pom.xml" ]] || die "no Maven project test/$NAME/pom.xml"
-version=$(sed -n "s/.*<$VERSION_PROPERTY>\(.*\)<\/$VERSION_PROPERTY>.*/\1/p" "$PROJECT/pom.xml")
+version=$(sed -n "s/.*<${VERSION_PROPERTY//./\\.}>\(.*\)<\/${VERSION_PROPERTY//./\\.}>.*/\1/p" "$PROJECT/pom.xml" | head -n1)
 [[ -n "$version" ]] || die "no <$VERSION_PROPERTY> in test/$NAME/pom.xml"
 sum=$(cd "$PROJECT" && {
   printf '%s\n' pom.xml && cat pom.xml
@@ -56,6 +56,7 @@ fi
 cp "$dir.tmp/build/$JAR" "$dir.tmp/lib/"
 rm -rf "$dir.tmp/build"
 find "$CACHE" -mindepth 1 -maxdepth 1 -type d ! -name "$build" ! -name "$build.tmp" -exec rm -rf {} +
+rm -rf "$dir" # a build interrupted before .complete
 mv "$dir.tmp" "$dir"
 touch "$dir/.complete"
 printf '[%s-build] built %s in %sms (%s)\n' "$NAME" "$dir" "$(($(date +%s%3N) - t0))" "$(du -sh "$dir" | cut -f1)" >&2

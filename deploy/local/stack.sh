@@ -440,7 +440,7 @@ cmd_stop() {
     case $s in
       kafka) stop_kafka ;; redis) stop_redis ;; registry) stop_registry ;;
       python | tools | flink | kstreams) ;; # caches: remove .local/venv (.local/flink, .local/kstreams) to rebuild them
-      *) die "unknown service '$s' (want kafka, redis or registry)" ;;
+      *) die "unknown service '$s' (want kafka, redis, registry, python, tools, flink or kstreams)" ;;
     esac
   done
   write_env

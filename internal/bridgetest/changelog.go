@@ -158,11 +158,17 @@ func (s *Stack) DeleteTopics(t testing.TB) {
 				}
 			}
 		}
-		if _, err := adm.DeleteGroups(ctx, apps...); err != nil {
+		if resp, err := adm.DeleteGroups(ctx, apps...); err != nil || resp.Error() != nil {
+			if err == nil {
+				err = resp.Error()
+			}
 			t.Logf("deleting groups %v: %v", apps, err)
 		}
 	}
-	if _, err := adm.DeleteTopics(ctx, topics...); err != nil {
+	if resp, err := adm.DeleteTopics(ctx, topics...); err != nil || resp.Error() != nil {
+		if err == nil {
+			err = resp.Error()
+		}
 		t.Logf("deleting topics %v: %v", topics, err)
 	}
 }
@@ -229,8 +235,8 @@ type Published struct {
 }
 
 // PublishWithReorgs lets the bridge p publish table while the simulator
-// mines 20 blocks in 2.4s with 4 reorgs between them (of 1 to 3 blocks,
-// replaced by one more), so that some hit committed batches and some the
+// mines 20 blocks in 2.4s with 4 reorgs between them (each of 3 blocks,
+// replaced by 4), so that some hit committed batches and some the
 // open transaction, and waits until p has committed the head. Then it keeps
 // Amp's rows, reorganises 2 committed blocks into 3 (retractions only of
 // committed rows), waits again and stops p, which must exit 0. Last it runs

@@ -177,8 +177,8 @@ type Config struct {
 	// blocks are generated once, and every block serves the rows of one
 	// template (chosen by its number and fork) with its own _block_num,
 	// block_num, block_hash and timestamp, and tx_hash = the template's
-	// tx_hash XOR the block hash. Unfiltered scans are then served as
-	// zero-copy slices of pre-built Arrow batches, so the simulator costs
+	// tx_hash XOR the block hash. Unfiltered single-table scans (without
+	// DictionaryStrings or LIMIT) are then served as zero-copy slices of pre-built Arrow batches, so the simulator costs
 	// little per row. Row counts and contents stay deterministic and agree
 	// across streaming, batch and filtered queries and
 	// [Chain.ExpectedRows]; the protocol is unchanged. Default 0: every

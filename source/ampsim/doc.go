@@ -45,9 +45,11 @@
 // the bridge spends on it, so throughput benchmarks set
 // [Config.ReplayBlocks]: the transactions and logs rows of that many
 // template blocks are generated once and every block serves one template's
-// rows with its own block columns (see replay.go). Unfiltered scans are
-// then zero-copy slices of pre-built Arrow batches. Messages, metadata and
-// batch boundaries are the same as without replay.
+// rows with its own block columns (see replay.go). Unfiltered single-table
+// scans (without DictionaryStrings or LIMIT) are then zero-copy slices of
+// pre-built Arrow batches. Messages and metadata follow the same rules as
+// without replay, and batches are cut by the same rules (BatchRows, and per
+// block when _block_num is selected); a block has its template's rows.
 //
 // # Table names
 //

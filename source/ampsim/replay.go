@@ -34,7 +34,8 @@ import (
 // batch and verification queries agree. An unfiltered scan of one table is
 // additionally served as zero-copy slices of a pre-built Arrow batch of the
 // templates (replayBatch), so only the rewritten columns cost anything per
-// row. The protocol (messages, metadata, batch boundaries) is unchanged.
+// row. The protocol's rules (messages, metadata, where batches are cut) are
+// unchanged.
 
 // replayForkStride shifts the template of blocks on a new fork, so a reorg
 // replaces a block with different rows (and usually a different count).

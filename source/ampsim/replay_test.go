@@ -1,6 +1,8 @@
 package ampsim
 
 import (
+	"errors"
+	"io"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -38,9 +40,10 @@ func readKept(t *testing.T, s *Server, sql string) []arrow.RecordBatch {
 	var out []arrow.RecordBatch
 	for {
 		b, err := st.next()
-		if err != nil {
+		if errors.Is(err, io.EOF) {
 			break
 		}
+		require.NoError(t, err, "reading %s", sql)
 		if b.rows > 0 {
 			out = append(out, b.rec)
 		}
@@ -99,6 +102,7 @@ func TestReplaySlicesEqualRows(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fast := readKept(t, s, tc.fast)
 			slow := readKept(t, s, tc.slow)
+			require.NotEmpty(t, slow, "the query returned rows")
 			require.Len(t, fast, len(slow), "same batch boundaries")
 			for i := range fast {
 				require.True(t, array.RecordEqual(fast[i], slow[i]), "batch %d differs:\n%v\n%v", i, fast[i], slow[i])

@@ -82,6 +82,10 @@ func killInsideEndTxn(t *testing.T, k *testenv.KafkaBroker, rounds int, opts ...
 				continue
 			}
 			delay := time.Duration(round%4) * time.Millisecond
+			select { // the EndTxn responses of the first transactions
+			case <-hook:
+			default:
+			}
 			killed := make(chan struct{})
 			go func() {
 				defer close(killed)

@@ -308,7 +308,7 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 		cmd := exec.CommandContext(ctx, bin, "-brokers", strings.Join(s.Brokers, ","), "-registry", s.Registry,
 			"-topic", s.Topic, "-idle", "5s")
 		out, err = cmd.CombinedOutput()
-		require.NoError(t, err, "examples/consumer:\n%s", lastLines(string(out), 20))
+		require.NoError(t, err, "examples/consumer:\n%s", bridgetest.LastLines(string(out), 20))
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		summary := lines[len(lines)-1]
 		t.Logf("examples/consumer: %s", summary)
@@ -374,12 +374,6 @@ func startupTime(path string) string {
 		return "?"
 	}
 	return done.Sub(start).Round(time.Millisecond).String()
-}
-
-// lastLines returns the last n lines of s.
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // waitLog waits until the file contains s or the timeout passes.

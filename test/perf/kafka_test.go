@@ -20,6 +20,7 @@ func startKafka(t *testing.T, dir string) broker {
 		"log.segment.delete.delay.ms=1000",
 	))
 	t.Cleanup(func() {
+		k.Stop() // before testenv's cleanup, so that the log is complete
 		if b, err := os.ReadFile(k.LogPath()); err == nil {
 			_ = os.WriteFile(filepath.Join(dir, "kafka.log"), b, 0o644)
 		}

@@ -128,6 +128,7 @@ func TestThroughput(t *testing.T) {
 	if !*flagE2E {
 		t.Skip("throughput harness: run with -perf.e2e (make bench-e2e)")
 	}
+	require.Positive(t, *flagRuns, "-perf.runs must be at least 1: the median of the windows is reported")
 	var cfgs []perfConfig
 	for s := range strings.SplitSeq(*flagConfigs, ",") {
 		c, err := parseConfig(s)
