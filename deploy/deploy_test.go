@@ -29,8 +29,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
 	"gopkg.in/yaml.v3"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
 )
 
 const (
@@ -424,7 +425,7 @@ func TestSystemdUnitVerifies(t *testing.T) {
 func TestSystemdEnvExample(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("systemd", "bridge.env.example"))
 	require.NoError(t, err)
-	src, err := os.ReadFile(filepath.Join(repoRoot(t), "cmd", "bridge", "config.go"))
+	src, err := os.ReadFile(filepath.Join(repoRoot(t), "internal", "config", "config.go"))
 	require.NoError(t, err)
 	re := regexp.MustCompile(`(?m)^(BRIDGE_[A-Z0-9_]+)=`)
 	ms := re.FindAllStringSubmatch(string(b), -1)

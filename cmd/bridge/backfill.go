@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
@@ -121,7 +122,7 @@ func (r *streamRunner) planBackfill(ctx context.Context) (*backfillPlan, error) 
 	bf := r.cfg.Backfill
 	plan := &backfillPlan{column: bf.Column}
 	if err := checkBlockColumn(r.schema, bf.Column); err != nil {
-		return nil, fmt.Errorf("config streams (%s).backfill.column: %w: %w", r.cfg.ID, err, errConfig)
+		return nil, fmt.Errorf("config streams (%s).backfill.column: %w: %w", r.cfg.ID, err, config.ErrInvalid)
 	}
 	synced, err := r.probeSynced(ctx, bf.Column)
 	if err != nil {
@@ -176,7 +177,7 @@ func checkBlockColumn(s *arrow.Schema, col string) error {
 func (r *streamRunner) probeSynced(ctx context.Context, col string) (reorg.BlockRange, error) {
 	sql, err := source.PartitionSQL(r.cfg.SQL, col, 0, 0)
 	if err != nil {
-		return reorg.BlockRange{}, fmt.Errorf("config streams (%s).sql: %w: %w", r.cfg.ID, err, errConfig)
+		return reorg.BlockRange{}, fmt.Errorf("config streams (%s).sql: %w: %w", r.cfg.ID, err, config.ErrInvalid)
 	}
 	ranges, _, err := r.runQuery(ctx, sql, func(arrow.RecordBatch) error { return nil })
 	if err != nil {
@@ -193,7 +194,7 @@ func (r *streamRunner) probeSynced(ctx context.Context, col string) (reorg.Block
 			nets[i] = rg.Network
 		}
 		return reorg.BlockRange{}, fmt.Errorf("config streams (%s).backfill: the query spans networks %v; a backfill partitions "+
-			"one network's blocks, so backfill each network's query as its own stream: %w", r.cfg.ID, nets, errConfig)
+			"one network's blocks, so backfill each network's query as its own stream: %w", r.cfg.ID, nets, config.ErrInvalid)
 	}
 }
 
@@ -338,7 +339,7 @@ func (w *backfillWorker) step(ctx context.Context, s source.BlockSpan, last bool
 	r := w.r
 	sql, err := source.PartitionSQL(r.cfg.SQL, w.plan.column, s.From, s.To)
 	if err != nil {
-		return fmt.Errorf("config streams (%s).sql: %w: %w", r.cfg.ID, err, errConfig)
+		return fmt.Errorf("config streams (%s).sql: %w: %w", r.cfg.ID, err, config.ErrInvalid)
 	}
 	ranges := []reorg.BlockRange{{Network: w.plan.network, Start: s.From, End: s.To - 1}}
 	batchID := reorg.BatchID(ranges)
@@ -357,7 +358,7 @@ func (w *backfillWorker) step(ctx context.Context, s source.BlockSpan, last bool
 		}
 		for i := before; i < w.out.Len(); i++ {
 			key := []byte(batchID)
-			if r.cfg.Key == KeyRow {
+			if r.cfg.Key == config.KeyRow {
 				key = w.out.Key(i)
 			}
 			if err := w.prod.Produce(ctx, sink.Record{Topic: r.topic, Key: key, Value: w.out.Value(i), Headers: headers,

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 )
 
 var backfillStressRuns = flag.Int("backfill.stress", 0, "runs of TestRunBackfillStress (0 skips it)")
@@ -22,7 +24,7 @@ func TestRunBackfillStress(t *testing.T) {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("run %d seed %d", run, seed)
 		r := rand.New(rand.NewPCG(seed, 1))
-		h := newBackfillHarness(t, fakeServices(t), 120, BackfillConfig{Workers: 2, StepBlocks: 10, HandoverMargin: 8})
+		h := newBackfillHarness(t, fakeServices(t), 120, config.BackfillConfig{Workers: 2, StepBlocks: 10, HandoverMargin: 8})
 		stop := h.run()
 		for step := range 12 {
 			switch r.IntN(4) {

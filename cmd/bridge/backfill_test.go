@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
@@ -19,12 +20,12 @@ import (
 
 // newBackfillHarness is a harness whose stream backfills [from, head−margin)
 // in partitions of size blocks, steps of step blocks and workers at a time.
-func newBackfillHarness(t *testing.T, svc services, blocks int, bf BackfillConfig) *harness {
+func newBackfillHarness(t *testing.T, svc services, blocks int, bf config.BackfillConfig) *harness {
 	t.Helper()
 	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: blocks}, MaxMicrobatchBlocks: 16}, 64)
 	bf.Enabled = true
 	h.cfg.Streams[0].Backfill = bf
-	h.cfg.defaults()
+	h.cfg.Defaults()
 	require.NoError(t, h.cfg.Validate())
 	return h
 }
@@ -81,7 +82,7 @@ func TestRunBackfill(t *testing.T) { scenarioBackfill(t, fakeServices(t)) }
 // live stream from there, with a reorg in the live part. The topic then
 // holds each row once: op r below the hand-over block, op c from it.
 func scenarioBackfill(t *testing.T, svc services) {
-	h := newBackfillHarness(t, svc, 200, BackfillConfig{Workers: 2, PartitionSize: 70, StepBlocks: 25, HandoverMargin: 30})
+	h := newBackfillHarness(t, svc, 200, config.BackfillConfig{Workers: 2, PartitionSize: 70, StepBlocks: 25, HandoverMargin: 30})
 	stop := h.run()
 	h.waitHead()
 	h.sim.Mine(3)
@@ -134,7 +135,7 @@ func TestRunBackfillResumes(t *testing.T) { scenarioBackfillResumes(t, fakeServi
 // then loses the checkpoint store: the restarted backfill reads its progress
 // from the control topic and publishes only the blocks not yet published.
 func scenarioBackfillResumes(t *testing.T, svc services) {
-	h := newBackfillHarness(t, svc, 240, BackfillConfig{Workers: 1, PartitionSize: 60, StepBlocks: 10, HandoverMargin: 20})
+	h := newBackfillHarness(t, svc, 240, config.BackfillConfig{Workers: 1, PartitionSize: 60, StepBlocks: 10, HandoverMargin: 20})
 	stop, b := h.runBridge()
 	require.Eventually(t, func() bool { return h.count("backfill") >= 5 }, 30*time.Second, 5*time.Millisecond)
 	left := testutil.ToFloat64(b.metrics.backfillLeft.WithLabelValues(h.cfg.Streams[0].ID))
@@ -167,7 +168,7 @@ func scenarioBackfillResumes(t *testing.T, svc services) {
 // block column, so a query without it is refused before anything is
 // published, with the fix in the message.
 func TestRunBackfillRefusesSQLWithoutBlockColumn(t *testing.T) {
-	h := newBackfillHarness(t, fakeServices(t), 20, BackfillConfig{HandoverMargin: 5})
+	h := newBackfillHarness(t, fakeServices(t), 20, config.BackfillConfig{HandoverMargin: 5})
 	h.cfg.Streams[0].SQL = "SELECT tx_hash, block_num FROM eth_rpc.transactions"
 	b, err := newBridge(t.Context(), h.cfg, testLogger())
 	require.NoError(t, err)
@@ -179,7 +180,7 @@ func TestRunBackfillRefusesSQLWithoutBlockColumn(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorContains(t, err, `columns named "_block_num"`)
 	assert.ErrorContains(t, err, "backfill.column")
-	assert.ErrorIs(t, err, errConfig)
+	assert.ErrorIs(t, err, config.ErrInvalid)
 	assert.Zero(t, h.count("backfill"))
 
 	// Naming the column that is there works.
@@ -214,7 +215,7 @@ func TestRunBackfillHandoverRestart(t *testing.T) {
 // checkpoint store, once without it (rebuilt from the hand-over watermark
 // event). Both resume at the hand-over block.
 func scenarioBackfillHandoverRestart(t *testing.T, svc services) {
-	h := newBackfillHarness(t, svc, 50, BackfillConfig{Workers: 2, StepBlocks: 20, HandoverMargin: 0})
+	h := newBackfillHarness(t, svc, 50, config.BackfillConfig{Workers: 2, StepBlocks: 20, HandoverMargin: 0})
 	h.cfg.Streams[0].Backfill.HandoverMargin = 0 // defaults() set it to retention_blocks
 	stop := h.run()
 	require.Eventually(t, func() bool { return h.count("handover") == 1 }, 30*time.Second, 5*time.Millisecond)

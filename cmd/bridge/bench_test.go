@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
 )
@@ -87,9 +88,9 @@ func BenchmarkPipeline(b *testing.B) {
 		for range b.N {
 			b.StopTimer()
 			h := newHarness(b, fakeServices(b), simCfg, 128)
-			h.cfg.Streams[0].Backfill = BackfillConfig{Enabled: true, Workers: 2, StepBlocks: 25, HandoverMargin: 10}
+			h.cfg.Streams[0].Backfill = config.BackfillConfig{Enabled: true, Workers: 2, StepBlocks: 25, HandoverMargin: 10}
 			h.cfg.Kafka.Compression = "none"
-			h.cfg.defaults()
+			h.cfg.Defaults()
 			b.StartTimer()
 			start := time.Now()
 			stop := h.run()

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
 )
@@ -81,15 +82,15 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	reg := srfake.New()
 	defer reg.Close()
 
-	cfg := &Config{
-		Amp:        AmpConfig{Addr: sim.Addr()},
-		Kafka:      KafkaConfig{Brokers: kc.ListenAddrs(), ReplicationFactor: 1},
-		Registry:   RegistryConfig{URL: reg.URL()},
-		Checkpoint: CheckpointConfig{Store: "redis", Redis: RedisConfig{Addr: mr.Addr()}},
-		Streams: []StreamConfig{{ID: "demo", SQL: "SELECT * FROM eth_rpc.transactions SETTINGS stream = true",
+	cfg := &config.Config{
+		Amp:        config.AmpConfig{Addr: sim.Addr()},
+		Kafka:      config.KafkaConfig{Brokers: kc.ListenAddrs(), ReplicationFactor: 1},
+		Registry:   config.RegistryConfig{URL: reg.URL()},
+		Checkpoint: config.CheckpointConfig{Store: "redis", Redis: config.RedisConfig{Addr: mr.Addr()}},
+		Streams: []config.StreamConfig{{ID: "demo", SQL: "SELECT * FROM eth_rpc.transactions SETTINGS stream = true",
 			Topic: "amp.demo.transactions", RetentionBlocks: 64}},
 	}
-	cfg.defaults()
+	cfg.Defaults()
 	cfg.HTTP.Addr = "off"
 	if err := cfg.Validate(); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
 )
@@ -39,11 +40,11 @@ func cmdSchema(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if *network != "" {
 			nets = []string{*network}
 		}
-		topic, err := topicName(sc.Topic, sc.ID, nets)
+		topic, err := sc.TopicName(nets)
 		if err != nil {
 			return fmt.Errorf("%w (pass -network)", err)
 		}
-		encCfg, err := sc.encodeConfig(topic, buildVersion())
+		encCfg, err := sc.EncodeConfig(topic, buildVersion())
 		if err != nil {
 			return err
 		}
@@ -127,7 +128,7 @@ func (b *bridge) status(ctx context.Context, w io.Writer, now time.Time) error {
 }
 
 // printBackfill prints the partition records of the stream's backfill.
-func (b *bridge) printBackfill(ctx context.Context, w io.Writer, sc StreamConfig) {
+func (b *bridge) printBackfill(ctx context.Context, w io.Writer, sc config.StreamConfig) {
 	ps, ok := b.store.(offsets.PartitionStore)
 	if !ok || !sc.Backfill.Enabled {
 		return

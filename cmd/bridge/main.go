@@ -16,6 +16,8 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 )
 
 // version is set with -ldflags "-X main.version=…"; otherwise it comes from
@@ -114,12 +116,12 @@ func buildVersion() string {
 func cmdValidate(_ context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	path := fs.String("c", "bridge.yaml", "configuration file")
-	sets := setFlags{}
+	sets := config.SetFlags{}
 	fs.Var(sets, "set", "override a configuration key: -set path=value (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := LoadConfig(*path, sets.lookup(os.LookupEnv))
+	cfg, err := config.LoadConfig(*path, sets.Lookup(os.LookupEnv))
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
@@ -56,7 +57,7 @@ func cmdRewind(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // The next `bridge run` resumes from there. It does not reach into the
 // blocks of a backfill.
 func (b *bridge) rewind(ctx context.Context, id string, to uint64) (rewindResult, error) {
-	var sc *StreamConfig
+	var sc *config.StreamConfig
 	for i := range b.cfg.Streams {
 		if b.cfg.Streams[i].ID == id {
 			sc = &b.cfg.Streams[i]

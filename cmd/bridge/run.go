@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
@@ -28,7 +29,7 @@ import (
 
 // bridge is every shared component of a running bridge.
 type bridge struct {
-	cfg      *Config
+	cfg      *config.Config
 	log      *slog.Logger
 	reg      *prometheus.Registry
 	metrics  *bridgeMetrics
@@ -50,7 +51,7 @@ type bridge struct {
 	fullEvery int
 }
 
-func newLogger(cfg LogConfig, w io.Writer) *slog.Logger {
+func newLogger(cfg config.LogConfig, w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(cfg.Level))
 	opts := &slog.HandlerOptions{Level: lvl}
@@ -60,46 +61,18 @@ func newLogger(cfg LogConfig, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// sinkConfig maps the bridge config onto the sink's.
-func sinkConfig(c *Config) sink.Config {
-	k := sink.DefaultConfig()
-	k.Brokers = c.Kafka.Brokers
-	k.Delivery = sink.Delivery(c.Kafka.Delivery)
-	k.TransactionalIDPrefix = c.Kafka.TransactionalIDPrefix
-	k.Compression = sink.Compression(c.Kafka.Compression)
-	k.MaxBufferedBytes = int(c.Kafka.MaxBufferedBytes)
-	k.TLS = sink.TLSConfig{Enabled: c.Kafka.TLS.Enabled, CAFile: c.Kafka.TLS.CAFile, CertFile: c.Kafka.TLS.CertFile,
-		KeyFile: c.Kafka.TLS.KeyFile, ServerName: c.Kafka.TLS.ServerName}
-	k.SASL = sink.SASLConfig{Mechanism: sink.SASLMechanism(c.Kafka.SASL.Mechanism), Username: c.Kafka.SASL.Username,
-		Password: string(c.Kafka.SASL.Password)}
-	return k
-}
-
-// sourceConfig maps the bridge config onto the source's.
-func sourceConfig(c *Config) source.Config {
-	s := source.DefaultConfig()
-	s.Addr = c.Amp.Addr
-	s.TLS = source.TLSConfig{Enabled: c.Amp.TLS.Enabled, CAFile: c.Amp.TLS.CAFile, CertFile: c.Amp.TLS.CertFile,
-		KeyFile: c.Amp.TLS.KeyFile, ServerName: c.Amp.TLS.ServerName}
-	s.Token = string(c.Amp.Token)
-	s.MaxRecvMsgSize = int(c.Amp.MaxRecvBytes)
-	s.Backoff.Initial = c.Amp.ReconnectMin
-	s.Backoff.Max = c.Amp.ReconnectMax
-	return s
-}
-
 // newBridge connects every shared component, the checkpoint store as the
 // config says.
-func newBridge(ctx context.Context, cfg *Config, log *slog.Logger) (*bridge, error) {
+func newBridge(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bridge, error) {
 	b := &bridge{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
 	b.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b.metrics = newBridgeMetrics(b.reg)
 	var err error
-	if b.amp, err = source.New(sourceConfig(cfg), source.Deps{Logger: log.With("component", "source")}); err != nil {
+	if b.amp, err = source.New(cfg.Source(), source.Deps{Logger: log.With("component", "source")}); err != nil {
 		return nil, fmt.Errorf("configuring the Amp client: %w", err)
 	}
 	b.closers = append(b.closers, func() { _ = b.amp.Close() })
-	b.kafka = sinkConfig(cfg)
+	b.kafka = cfg.Sink()
 	sdeps := sink.Deps{Logger: log.With("component", "sink"), Registerer: b.reg}
 	if b.admin, err = sink.NewAdmin(ctx, b.kafka, sdeps); err != nil {
 		b.close()
@@ -152,7 +125,7 @@ func (b *bridge) close() {
 	b.closers = nil
 }
 
-func (b *bridge) runner(sc StreamConfig) *streamRunner {
+func (b *bridge) runner(sc config.StreamConfig) *streamRunner {
 	log := b.log.With("stream", sc.ID)
 	return &streamRunner{cfg: sc, log: log, deps: streamDeps{
 		log: log, metrics: b.metrics, amp: b.amp, kafka: b.kafka,
@@ -249,12 +222,12 @@ func (b *bridge) serveHTTP(ctx context.Context, addr string) (string, func(), er
 // quiet bridge logs warnings only: it serves a one-shot command.
 func openFromFlags(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer, quiet bool) (*bridge, error) {
 	path := fs.String("c", "bridge.yaml", "configuration file")
-	sets := setFlags{}
+	sets := config.SetFlags{}
 	fs.Var(sets, "set", "override a configuration key: -set path=value (repeatable; e.g. -set kafka.brokers=a:9092)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	cfg, err := LoadConfig(*path, sets.lookup(os.LookupEnv))
+	cfg, err := config.LoadConfig(*path, sets.Lookup(os.LookupEnv))
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
@@ -89,7 +90,7 @@ type pendingBatch struct {
 
 // streamRunner publishes one stream. It is driven by a single goroutine.
 type streamRunner struct {
-	cfg  StreamConfig
+	cfg  config.StreamConfig
 	deps streamDeps
 	log  *slog.Logger
 
@@ -154,11 +155,8 @@ func permanent(err error) bool {
 		errors.Is(err, offsets.ErrFingerprintChanged) || errors.Is(err, offsets.ErrInvalid) ||
 		errors.Is(err, offsets.ErrUnsupportedFormat) || errors.Is(err, source.ErrPermanent) ||
 		errors.Is(err, encode.ErrUnsupportedType) || errors.Is(err, encode.ErrNameCollision) ||
-		errors.Is(err, encode.ErrIncompatible) || errors.As(err, &verr) || errors.Is(err, errConfig)
+		errors.Is(err, encode.ErrIncompatible) || errors.As(err, &verr) || errors.Is(err, config.ErrInvalid)
 }
-
-// errConfig marks a configuration the stream cannot run with.
-var errConfig = errors.New("invalid stream configuration")
 
 // run publishes the stream until ctx ends or a permanent error. Any other
 // error rebuilds everything from the checkpoint and Kafka, after a capped,
@@ -305,27 +303,14 @@ func (r *streamRunner) setup(ctx context.Context) error {
 	return nil
 }
 
-// topicName resolves the data topic template for the stream's networks.
-func topicName(template, stream string, networks []string) (string, error) {
-	t := strings.ReplaceAll(template, "{stream}", stream)
-	if !strings.Contains(t, "{network}") {
-		return t, nil
-	}
-	if len(networks) != 1 {
-		return "", fmt.Errorf("config streams (%s).topic %q uses {network}, but the stream spans networks %v; "+
-			"name the topic without {network}: %w", stream, template, networks, errConfig)
-	}
-	return strings.ReplaceAll(t, "{network}", networks[0]), nil
-}
-
 // setupTopic compiles the encoder, registers the schemas and prepares the
 // data topic for the stream's networks.
 func (r *streamRunner) setupTopic(ctx context.Context, networks []string) error {
-	topic, err := topicName(r.cfg.Topic, r.cfg.ID, networks)
+	topic, err := r.cfg.TopicName(networks)
 	if err != nil {
 		return err
 	}
-	encCfg, err := r.cfg.encodeConfig(topic, r.deps.version)
+	encCfg, err := r.cfg.EncodeConfig(topic, r.deps.version)
 	if err != nil {
 		return err
 	}
@@ -355,7 +340,7 @@ func (r *streamRunner) setupTopic(ctx context.Context, networks []string) error 
 		return err
 	}
 	keyMode := sink.KeyBatch
-	if r.cfg.Key == KeyRow {
+	if r.cfg.Key == config.KeyRow {
 		keyMode = sink.KeyRow
 	}
 	states, err := r.deps.admin.EnsureTopics(ctx,
@@ -373,7 +358,7 @@ func (r *streamRunner) setupTopic(ctx context.Context, networks []string) error 
 // current partition count: a count changed under a running stream would
 // send retractions to other partitions than the rows they retract.
 func (r *streamRunner) checkPartitions(states []sink.TopicState) error {
-	if r.cfg.Key == KeyRow {
+	if r.cfg.Key == config.KeyRow {
 		return nil
 	}
 	var n int32
@@ -399,7 +384,7 @@ func (r *streamRunner) checkPartitions(states []sink.TopicState) error {
 				return fmt.Errorf("stream %s: data topic %s has %d partitions, but batch %s was written to partition %d (it would now hash to %d): "+
 					"the partition count changed under a running stream, so retractions would land on other partitions than the rows they retract; "+
 					"restore the partition count, or publish to a new topic under a new stream id: %w",
-					r.cfg.ID, r.topic, n, b.ID, sp.Partition, want, errConfig)
+					r.cfg.ID, r.topic, n, b.ID, sp.Partition, want, config.ErrInvalid)
 			}
 		}
 	}
@@ -613,7 +598,7 @@ func (r *streamRunner) data(ctx context.Context, ev reorg.Event, env source.Enve
 	key := []byte(ev.BatchID)
 	for i := before; i < r.out.Len(); i++ {
 		k := key
-		if r.cfg.Key == KeyRow {
+		if r.cfg.Key == config.KeyRow {
 			k = r.out.Key(i)
 		}
 		if err := r.prod.Produce(ctx, sink.Record{Topic: r.topic, Key: k, Value: r.out.Value(i), Headers: headers, Group: ev.BatchID, Op: "c"}); err != nil {
@@ -743,14 +728,14 @@ func (r *streamRunner) retract(ctx context.Context, b offsets.Batch) (int, error
 					return n, r.txnError("producing retractions", err)
 				}
 			}
-			if tombstone && r.cfg.Key == KeyRow {
+			if tombstone && r.cfg.Key == config.KeyRow {
 				if err := r.prod.Produce(ctx, sink.Record{Topic: r.topic, Key: rec.Key, Headers: headers, Op: "tombstone"}); err != nil {
 					return n, r.txnError("producing tombstones", err)
 				}
 			}
 		}
 	}
-	if tombstone && r.cfg.Key != KeyRow && n > 0 {
+	if tombstone && r.cfg.Key != config.KeyRow && n > 0 {
 		if err := r.prod.Produce(ctx, sink.Record{Topic: r.topic, Key: []byte(b.ID), Headers: headers, Op: "tombstone"}); err != nil {
 			return n, r.txnError("producing a tombstone", err)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
@@ -54,7 +55,7 @@ func fakeServices(t testing.TB) services {
 type harness struct {
 	t    testing.TB
 	sim  *ampsim.Server
-	cfg  *Config
+	cfg  *config.Config
 	svc  services
 	mu   sync.Mutex
 	last uint64 // last committed block
@@ -75,15 +76,15 @@ func newHarness(t testing.TB, svc services, simCfg ampsim.Config, retention uint
 	require.NoError(t, sim.Start(t.Context()))
 	t.Cleanup(func() { _ = sim.Close() })
 	id := strings.ReplaceAll(strings.ToLower(testenv.UniqueName(t, "s")), "/", "-")
-	cfg := &Config{
-		Amp:        AmpConfig{Addr: sim.Addr(), ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond},
-		Kafka:      KafkaConfig{Brokers: svc.brokers, ReplicationFactor: 1, ControlTopic: id + ".control"},
-		Registry:   RegistryConfig{URL: svc.registry},
-		Checkpoint: CheckpointConfig{Store: "redis", Redis: RedisConfig{Addr: svc.redis, KeyPrefix: id}},
-		Streams: []StreamConfig{{ID: id, SQL: "SELECT * FROM eth_rpc.transactions SETTINGS stream = true",
-			Topic: id + ".txs", RetentionBlocks: retention, Transaction: TxnBudget{MaxRows: 100000, MaxAge: 20 * time.Millisecond}}},
+	cfg := &config.Config{
+		Amp:        config.AmpConfig{Addr: sim.Addr(), ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond},
+		Kafka:      config.KafkaConfig{Brokers: svc.brokers, ReplicationFactor: 1, ControlTopic: id + ".control"},
+		Registry:   config.RegistryConfig{URL: svc.registry},
+		Checkpoint: config.CheckpointConfig{Store: "redis", Redis: config.RedisConfig{Addr: svc.redis, KeyPrefix: id}},
+		Streams: []config.StreamConfig{{ID: id, SQL: "SELECT * FROM eth_rpc.transactions SETTINGS stream = true",
+			Topic: id + ".txs", RetentionBlocks: retention, Transaction: config.TxnBudget{MaxRows: 100000, MaxAge: 20 * time.Millisecond}}},
 	}
-	cfg.defaults()
+	cfg.Defaults()
 	cfg.HTTP.Addr = "off"
 	require.NoError(t, cfg.Validate())
 	return &harness{t: t, sim: sim, cfg: cfg, svc: svc, seen: map[string]int{}}
@@ -428,7 +429,7 @@ func TestStatusShowsCheckpoint(t *testing.T) {
 // transactions): a clean run and a clean restart publish every row once.
 func TestRunAtLeastOnce(t *testing.T) {
 	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 12}, MaxMicrobatchBlocks: 4}, 128)
-	h.cfg.Kafka.Delivery = AtLeastOnce
+	h.cfg.Kafka.Delivery = config.AtLeastOnce
 	stop := h.run()
 	h.waitHead()
 	require.NoError(t, stop())
@@ -483,7 +484,7 @@ func TestRunRefusesChangedPartitionCount(t *testing.T) {
 	require.NoError(t, err)
 	defer b.close()
 	err = b.run(t.Context())
-	require.ErrorIs(t, err, errConfig)
+	require.ErrorIs(t, err, config.ErrInvalid)
 	assert.Contains(t, err.Error(), "partition count changed under a running stream")
 }
 
@@ -510,14 +511,14 @@ func TestRunNetworkTopic(t *testing.T) {
 }
 
 func TestTopicName(t *testing.T) {
-	got, err := topicName("amp.{stream}.{network}", "s", []string{"base"})
+	got, err := config.StreamConfig{ID: "s", Topic: "amp.{stream}.{network}"}.TopicName([]string{"base"})
 	require.NoError(t, err)
 	assert.Equal(t, "amp.s.base", got)
-	got, err = topicName("amp.{stream}", "s", nil)
+	got, err = config.StreamConfig{ID: "s", Topic: "amp.{stream}"}.TopicName(nil)
 	require.NoError(t, err)
 	assert.Equal(t, "amp.s", got)
-	_, err = topicName("amp.{network}", "s", []string{"a", "b"})
-	require.ErrorIs(t, err, errConfig)
+	_, err = config.StreamConfig{ID: "s", Topic: "amp.{network}"}.TopicName([]string{"a", "b"})
+	require.ErrorIs(t, err, config.ErrInvalid)
 }
 
 // TestRewind retracts from a block on and resumes there.
@@ -587,22 +588,22 @@ func TestRewindRecoversAReorgDeeperThanRetention(t *testing.T) {
 func TestRunModes(t *testing.T) {
 	for _, m := range []struct {
 		name, envelope, retraction string
-		key                        KeyMode
+		key                        config.KeyMode
 		keyCols                    []string
 		fixedAs                    string
 	}{
-		{"row-key", "debezium", "both", KeyRow, []string{"tx_hash"}, "fixed"},
-		{"flat", "flat", "both", KeyBatch, nil, "fixed"},
-		{"retract-only", "debezium", "retract", KeyBatch, nil, "fixed"},
-		{"tombstone-only", "debezium", "tombstone", KeyBatch, nil, "fixed"},
-		{"fixed-as-bytes", "debezium", "both", KeyBatch, nil, "bytes"},
-		{"fixed-as-hex-row-key", "debezium", "both", KeyRow, []string{"tx_hash"}, "hex"},
+		{"row-key", "debezium", "both", config.KeyRow, []string{"tx_hash"}, "fixed"},
+		{"flat", "flat", "both", config.KeyBatch, nil, "fixed"},
+		{"retract-only", "debezium", "retract", config.KeyBatch, nil, "fixed"},
+		{"tombstone-only", "debezium", "tombstone", config.KeyBatch, nil, "fixed"},
+		{"fixed-as-bytes", "debezium", "both", config.KeyBatch, nil, "bytes"},
+		{"fixed-as-hex-row-key", "debezium", "both", config.KeyRow, []string{"tx_hash"}, "hex"},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 6}}, 128)
 			sc := &h.cfg.Streams[0]
 			sc.Envelope, sc.Retraction, sc.Key, sc.KeyColumns, sc.FixedAs = m.envelope, m.retraction, m.key, m.keyCols, m.fixedAs
-			if m.key == KeyRow {
+			if m.key == config.KeyRow {
 				sc.Partitions = 3
 			}
 			require.NoError(t, h.cfg.Validate())

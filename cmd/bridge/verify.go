@@ -15,6 +15,7 @@ import (
 	"github.com/linkedin/goavro/v2"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
@@ -80,7 +81,7 @@ type rowState struct {
 	row   string // canonical JSON of the row
 }
 
-func (v *verifier) verify(ctx context.Context, sc StreamConfig, version string) (verifyReport, error) {
+func (v *verifier) verify(ctx context.Context, sc config.StreamConfig, version string) (verifyReport, error) {
 	rep := verifyReport{Stream: sc.ID}
 	// Where the stream has committed to: the newest watermark's cursor.
 	cursor, err := v.committedCursor(ctx, sc.ID)
@@ -109,14 +110,14 @@ func (v *verifier) verify(ctx context.Context, sc StreamConfig, version string) 
 			return rep, err
 		}
 	}
-	if rep.Topic, err = topicName(sc.Topic, sc.ID, cursor.Networks()); err != nil {
+	if rep.Topic, err = sc.TopicName(cursor.Networks()); err != nil {
 		return rep, err
 	}
 	schema, err := v.amp.Schema(ctx, sc.SQL)
 	if err != nil {
 		return rep, fmt.Errorf("planning the stream's SQL at Amp: %w", err)
 	}
-	encCfg, err := sc.encodeConfig(rep.Topic, version)
+	encCfg, err := sc.EncodeConfig(rep.Topic, version)
 	if err != nil {
 		return rep, err
 	}

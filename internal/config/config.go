@@ -1,4 +1,8 @@
-package main
+// Package config is the bridge's one configuration schema: the YAML file,
+// its BRIDGE_… environment overrides and -set flags, the defaults, the
+// validation with errors that name the key, and the mapping onto each
+// stage's Config.
+package config
 
 import (
 	"bytes"
@@ -15,6 +19,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
 )
 
 // Config is the whole bridge configuration: one YAML file, every key
@@ -233,15 +239,15 @@ type BackfillConfig struct {
 	Column string `yaml:"column"`
 }
 
-// encodeConfig is the encoder configuration of the stream's data topic.
-func (s StreamConfig) encodeConfig(topic, version string) (encode.Config, error) {
+// EncodeConfig is the encoder configuration of the stream's data topic.
+func (s StreamConfig) EncodeConfig(topic, version string) (encode.Config, error) {
 	c := encode.Config{Stream: s.ID, Topic: topic, KeyColumns: s.KeyColumns, Version: version}
 	var err error
 	if c.Envelope, err = encode.ParseEnvelope(s.Envelope); err != nil {
-		return c, fmt.Errorf("config streams (%s).envelope: %w: %w", s.ID, err, errConfig)
+		return c, fmt.Errorf("config streams (%s).envelope: %w: %w", s.ID, err, ErrInvalid)
 	}
 	if c.FixedAs, err = encode.ParseFixedAs(s.FixedAs); err != nil {
-		return c, fmt.Errorf("config streams (%s).fixed_as: %w: %w", s.ID, err, errConfig)
+		return c, fmt.Errorf("config streams (%s).fixed_as: %w: %w", s.ID, err, ErrInvalid)
 	}
 	return c, nil
 }
@@ -325,8 +331,8 @@ func parseByteSize(s string) (ByteSize, error) {
 
 var streamIDPattern = regexp.MustCompile(`^[a-z0-9_.-]+$`)
 
-// defaults fills every unset key with its documented default.
-func (c *Config) defaults() {
+// Defaults fills every unset key with its documented default.
+func (c *Config) Defaults() {
 	setDefault(&c.Amp.Addr, "127.0.0.1:1602")
 	setDefault(&c.Amp.MaxRecvBytes, 64<<20)
 	setDefault(&c.Amp.ReconnectMin, 250*time.Millisecond)
@@ -516,7 +522,7 @@ func LoadConfig(path string, env func(string) (string, bool)) (*Config, error) {
 	if err := c.loadSecrets(env); err != nil {
 		return nil, err
 	}
-	c.defaults()
+	c.Defaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -647,17 +653,17 @@ func setFromString(fv reflect.Value, raw string) error {
 // set with -set (a command line is visible to every user of the machine).
 var secretEnv = []string{"BRIDGE_AMP_TOKEN", "BRIDGE_KAFKA_SASL_PASSWORD", "BRIDGE_REGISTRY_PASSWORD", "BRIDGE_CHECKPOINT_REDIS_PASSWORD"}
 
-// setFlags collects repeated -set path=value flags: the same overrides as
+// SetFlags collects repeated -set path=value flags: the same overrides as
 // the BRIDGE_… environment variables, named by their YAML path
 // (kafka.brokers=a:9092,b:9092, streams.0.sql=...). Flags win over the
 // environment, which wins over the file.
-type setFlags map[string]string
+type SetFlags map[string]string
 
 // String implements flag.Value.
-func (s setFlags) String() string { return fmt.Sprint(map[string]string(s)) }
+func (s SetFlags) String() string { return fmt.Sprint(map[string]string(s)) }
 
 // Set implements flag.Value.
-func (s setFlags) Set(v string) error {
+func (s SetFlags) Set(v string) error {
 	path, value, ok := strings.Cut(v, "=")
 	if !ok || strings.TrimSpace(path) == "" {
 		return fmt.Errorf("want -set path=value, e.g. -set kafka.brokers=127.0.0.1:9092")
@@ -670,12 +676,57 @@ func (s setFlags) Set(v string) error {
 	return nil
 }
 
-// lookup returns an environment lookup where the flags win over env.
-func (s setFlags) lookup(env func(string) (string, bool)) func(string) (string, bool) {
+// Lookup returns an environment lookup where the flags win over env.
+func (s SetFlags) Lookup(env func(string) (string, bool)) func(string) (string, bool) {
 	return func(k string) (string, bool) {
 		if v, ok := s[k]; ok {
 			return v, true
 		}
 		return env(k)
 	}
+}
+
+// ErrInvalid marks a configuration a stream cannot run with; errors that
+// wrap it are permanent: retrying cannot fix them.
+var ErrInvalid = errors.New("invalid stream configuration")
+
+// TopicName resolves the data topic template for the stream's networks.
+func (s StreamConfig) TopicName(networks []string) (string, error) {
+	t := strings.ReplaceAll(s.Topic, "{stream}", s.ID)
+	if !strings.Contains(t, "{network}") {
+		return t, nil
+	}
+	if len(networks) != 1 {
+		return "", fmt.Errorf("config streams (%s).topic %q uses {network}, but the stream spans networks %v; "+
+			"name the topic without {network}: %w", s.ID, s.Topic, networks, ErrInvalid)
+	}
+	return strings.ReplaceAll(t, "{network}", networks[0]), nil
+}
+
+// Sink maps the configuration onto the sink's.
+func (c *Config) Sink() sink.Config {
+	k := sink.DefaultConfig()
+	k.Brokers = c.Kafka.Brokers
+	k.Delivery = sink.Delivery(c.Kafka.Delivery)
+	k.TransactionalIDPrefix = c.Kafka.TransactionalIDPrefix
+	k.Compression = sink.Compression(c.Kafka.Compression)
+	k.MaxBufferedBytes = int(c.Kafka.MaxBufferedBytes)
+	k.TLS = sink.TLSConfig{Enabled: c.Kafka.TLS.Enabled, CAFile: c.Kafka.TLS.CAFile, CertFile: c.Kafka.TLS.CertFile,
+		KeyFile: c.Kafka.TLS.KeyFile, ServerName: c.Kafka.TLS.ServerName}
+	k.SASL = sink.SASLConfig{Mechanism: sink.SASLMechanism(c.Kafka.SASL.Mechanism), Username: c.Kafka.SASL.Username,
+		Password: string(c.Kafka.SASL.Password)}
+	return k
+}
+
+// Source maps the configuration onto the source's.
+func (c *Config) Source() source.Config {
+	s := source.DefaultConfig()
+	s.Addr = c.Amp.Addr
+	s.TLS = source.TLSConfig{Enabled: c.Amp.TLS.Enabled, CAFile: c.Amp.TLS.CAFile, CertFile: c.Amp.TLS.CertFile,
+		KeyFile: c.Amp.TLS.KeyFile, ServerName: c.Amp.TLS.ServerName}
+	s.Token = string(c.Amp.Token)
+	s.MaxRecvMsgSize = int(c.Amp.MaxRecvBytes)
+	s.Backoff.Initial = c.Amp.ReconnectMin
+	s.Backoff.Max = c.Amp.ReconnectMax
+	return s
 }

@@ -1,10 +1,9 @@
-package main
+package config
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -132,41 +131,6 @@ func TestParseByteSize(t *testing.T) {
 	}
 }
 
-// TestExampleConfigIsValid keeps deploy/bridge.example.yaml loadable.
-func TestExampleConfigIsValid(t *testing.T) {
-	var out, errOut strings.Builder
-	code := run(t.Context(), []string{"validate", "-c", "../../deploy/bridge.example.yaml"}, &out, &errOut)
-	require.Equal(t, 0, code, errOut.String())
-	assert.Contains(t, out.String(), "valid, 1 stream(s)")
-	code = run(t.Context(), []string{"validate", "-c", "does-not-exist.yaml"}, &out, &errOut)
-	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut.String(), "does-not-exist.yaml")
-}
-
-func TestSetFlags(t *testing.T) {
-	path := writeConfig(t, minimalYAML)
-	var out, errOut strings.Builder
-	code := run(t.Context(), []string{"validate", "-c", path, "-set", "streams.0.topic=custom.{stream}", "-set", "kafka.brokers=x:1,y:2"}, &out, &errOut)
-	require.Equal(t, 0, code, errOut.String())
-
-	sets := setFlags{}
-	require.NoError(t, sets.Set("kafka.brokers=x:1,y:2"))
-	require.NoError(t, sets.Set("streams.0.transaction.max_age=5s"))
-	c, err := LoadConfig(path, sets.lookup(envMap(map[string]string{"BRIDGE_KAFKA_BROKERS": "env:1"})))
-	require.NoError(t, err)
-	assert.Equal(t, []string{"x:1", "y:2"}, c.Kafka.Brokers, "flags win over the environment")
-	assert.Equal(t, 5*time.Second, c.Streams[0].Transaction.MaxAge)
-
-	err = sets.Set("kafka.sasl.password=hunter2")
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "BRIDGE_KAFKA_SASL_PASSWORD")
-	require.Error(t, sets.Set("novalue"))
-
-	code = run(t.Context(), []string{"validate", "-c", path, "-set", "kafka.delivery=sometimes"}, &out, &errOut)
-	assert.Equal(t, 1, code)
-	assert.Contains(t, errOut.String(), "kafka.delivery")
-}
-
 func TestBackfillConfigFromEnvAndDefaults(t *testing.T) {
 	c, err := LoadConfig(writeConfig(t, minimalYAML), envMap(map[string]string{
 		"BRIDGE_STREAMS_0_BACKFILL_ENABLED": "true", "BRIDGE_STREAMS_0_BACKFILL_FROM": "1000",
@@ -179,12 +143,12 @@ func TestBackfillConfigFromEnvAndDefaults(t *testing.T) {
 
 func TestEncodeConfig(t *testing.T) {
 	sc := StreamConfig{ID: "s", Envelope: "flat", FixedAs: "bytes", KeyColumns: []string{"k"}}
-	c, err := sc.encodeConfig("t", "v1")
+	c, err := sc.EncodeConfig("t", "v1")
 	require.NoError(t, err)
 	assert.Equal(t, encode.Config{Stream: "s", Topic: "t", Version: "v1", KeyColumns: []string{"k"},
 		Envelope: encode.EnvelopeFlat, FixedAs: encode.FixedAsBytes}, c)
 	sc.FixedAs = "base64"
-	_, err = sc.encodeConfig("t", "v1")
-	require.ErrorIs(t, err, errConfig)
+	_, err = sc.EncodeConfig("t", "v1")
+	require.ErrorIs(t, err, ErrInvalid)
 	assert.ErrorContains(t, err, "streams (s).fixed_as")
 }

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+)
+
+const minimalYAML = `
+kafka:
+  brokers: [127.0.0.1:9092]
+streams:
+  - id: txs
+    sql: SELECT * FROM eth.transactions
+`
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "bridge.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+	return p
+}
+
+// TestExampleConfigIsValid keeps deploy/bridge.example.yaml loadable.
+func TestExampleConfigIsValid(t *testing.T) {
+	var out, errOut strings.Builder
+	code := run(t.Context(), []string{"validate", "-c", "../../deploy/bridge.example.yaml"}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	assert.Contains(t, out.String(), "valid, 1 stream(s)")
+	code = run(t.Context(), []string{"validate", "-c", "does-not-exist.yaml"}, &out, &errOut)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut.String(), "does-not-exist.yaml")
+}
+
+func TestSetFlags(t *testing.T) {
+	path := writeConfig(t, minimalYAML)
+	var out, errOut strings.Builder
+	code := run(t.Context(), []string{"validate", "-c", path, "-set", "streams.0.topic=custom.{stream}", "-set", "kafka.brokers=x:1,y:2"}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+
+	sets := config.SetFlags{}
+	require.NoError(t, sets.Set("kafka.brokers=x:1,y:2"))
+	require.NoError(t, sets.Set("streams.0.transaction.max_age=5s"))
+	c, err := config.LoadConfig(path, sets.Lookup(envMap(map[string]string{"BRIDGE_KAFKA_BROKERS": "env:1"})))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"x:1", "y:2"}, c.Kafka.Brokers, "flags win over the environment")
+	assert.Equal(t, 5*time.Second, c.Streams[0].Transaction.MaxAge)
+
+	err = sets.Set("kafka.sasl.password=hunter2")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "BRIDGE_KAFKA_SASL_PASSWORD")
+	require.Error(t, sets.Set("novalue"))
+
+	code = run(t.Context(), []string{"validate", "-c", path, "-set", "kafka.delivery=sometimes"}, &out, &errOut)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut.String(), "kafka.delivery")
+}
+
+func envMap(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
