@@ -26,12 +26,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/pipeline"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
 )
 
 const (
@@ -633,76 +638,128 @@ func moduleDir(t *testing.T, root, mod string) string {
 	return dir
 }
 
-var nameField = regexp.MustCompile(`\bName:\s*"([a-zA-Z_:][a-zA-Z0-9_:]*)"`)
-
-// bridgeOwnMetrics returns the bridge's own metric names: the Name fields of
-// the prometheus options in cmd/bridge and sink, under their namespace.
-func bridgeOwnMetrics(t *testing.T, root string) map[string]bool {
+// gatheredMetrics returns the names of the metrics the bridge's registry
+// holds after one transaction of a stream: the pipeline's (pipeline.NewMetrics,
+// every series created), the sink's and franz-go's kprom client metrics (a
+// sink.Producer on that registry commits one record to kfake), and the Go
+// and process collectors cmd/bridge registers. own are the bridge's own
+// metrics: the pipeline's and the sink's.
+func gatheredMetrics(t *testing.T) (known, own map[string]bool) {
 	t.Helper()
-	dirs := map[string]string{
-		"cmd/bridge": mustMatch(t, `const ns = "(\w+)"`, readSource(t, filepath.Join(root, "cmd", "bridge", "metrics.go")), "cmd/bridge namespace"),
-		"sink":       mustMatch(t, `MetricsNamespace:\s*"(\w+)"`, readSource(t, filepath.Join(root, "sink", "config.go")), "sink default namespace"),
-	}
-	own := map[string]bool{}
-	for dir, ns := range dirs {
-		files, err := filepath.Glob(filepath.Join(root, dir, "*.go"))
+	names := func(reg *prometheus.Registry) map[string]bool {
+		mfs, err := reg.Gather()
 		require.NoError(t, err)
-		for _, f := range files {
-			src := readSource(t, f)
-			if strings.HasSuffix(f, "_test.go") || !strings.Contains(src, `"github.com/prometheus/client_golang/prometheus"`) {
-				continue
-			}
-			for _, m := range nameField.FindAllStringSubmatch(src, -1) {
-				own[ns+"_"+m[1]] = true
-			}
+		out := map[string]bool{}
+		for _, mf := range mfs {
+			out[mf.GetName()] = true
+		}
+		return out
+	}
+	ownReg := prometheus.NewRegistry()
+	pipeline.NewMetrics(ownReg).Init("s", "mainnet")
+	own = names(ownReg)
+
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1))
+	require.NoError(t, err)
+	defer kc.Close()
+	ctx := t.Context()
+	cfg := sink.DefaultConfig()
+	cfg.Brokers = kc.ListenAddrs()
+	sinkReg := &describingRegisterer{Registry: prometheus.NewRegistry()}
+	deps := sink.Deps{Registerer: sinkReg}
+	admin, err := sink.NewAdmin(ctx, cfg, deps)
+	require.NoError(t, err)
+	defer admin.Close()
+	_, err = admin.EnsureTopics(ctx, sink.TopicSpec{Name: "t", Kind: sink.TopicData, KeyMode: sink.KeyBatch, Partitions: 1,
+		ReplicationFactor: 1, CleanupPolicy: sink.CleanupDelete})
+	require.NoError(t, err)
+	prod, err := sink.NewProducer(ctx, cfg, "s", deps)
+	require.NoError(t, err)
+	defer func() { _ = prod.Close(ctx) }()
+	require.NoError(t, prod.Begin())
+	require.NoError(t, prod.Produce(ctx, sink.Record{Topic: "t", Key: []byte("k"), Value: []byte("v"), Op: "c"}))
+	_, err = prod.Commit(ctx)
+	require.NoError(t, err)
+	require.NoError(t, prod.Begin())
+	require.NoError(t, prod.Abort(ctx))
+	known = names(sinkReg.Registry)
+	// Series that only errors create (kprom's error counters) are not
+	// gathered: their families come from the registered collectors'
+	// descriptions.
+	for n := range sinkReg.described(t) {
+		known[n] = true
+	}
+	for n := range known {
+		if strings.HasPrefix(n, cfg.MetricsNamespace+"_") && !strings.Contains(n, "_kafka_") {
+			own[n] = true
 		}
 	}
-	require.GreaterOrEqual(t, len(own), 10, "found only %v in cmd/bridge and sink", own)
-	return own
-}
-
-// knownMetrics is every metric name the bridge's /metrics can export.
-func knownMetrics(t *testing.T) (known, own map[string]bool) {
-	t.Helper()
-	root := repoRoot(t)
-	own = bridgeOwnMetrics(t, root)
-	known = map[string]bool{}
+	require.True(t, known[cfg.MetricsNamespace+"_kafka_produce_bytes_total"], "kprom's produce_bytes_total not gathered: %v", known)
 	for n := range own {
 		known[n] = true
 	}
 
-	// franz-go client metrics: kprom.NewMetrics(namespace, Subsystem(ss)).
-	producer := readSource(t, filepath.Join(root, "sink", "producer.go"))
-	require.Contains(t, producer, "kprom.NewMetrics(cfg.MetricsNamespace", "the sink registers kprom under its namespace")
-	ns := mustMatch(t, `MetricsNamespace:\s*"(\w+)"`, readSource(t, filepath.Join(root, "sink", "config.go")), "sink namespace")
-	ss := mustMatch(t, `kprom\.Subsystem\("(\w+)"\)`, producer, "kprom subsystem")
-	kprom := readSource(t, filepath.Join(moduleDir(t, root, "github.com/twmb/franz-go/plugin/kprom"), "kprom.go"))
-	n := 0
-	for _, re := range []string{
-		`\bName:\s*"(\w+)"`,                // CounterOpts/GaugeOpts
-		`Name\s*:?=\s*"(\w+)"`,             // produceUncompressedBytesName := "produce_bytes_total"
-		`newHistogramOpts\(\w+,\s*"(\w+)"`, // histograms
-	} {
-		for _, m := range regexp.MustCompile(re).FindAllStringSubmatch(kprom, -1) {
-			known[ns+"_"+ss+"_"+m[1]] = true
-			n++
-		}
+	// client_golang's Go and process collectors, when cmd/bridge registers them.
+	run := readSource(t, filepath.Join(repoRoot(t), "cmd", "bridge", "run.go"))
+	std := prometheus.NewRegistry()
+	if strings.Contains(run, "collectors.NewGoCollector(") {
+		std.MustRegister(collectors.NewGoCollector())
 	}
-	require.Greater(t, n, 10, "kprom's metric names not found in its source")
-	require.True(t, known[ns+"_"+ss+"_produce_bytes_total"], "kprom's produce_bytes_total not found")
-
-	// client_golang's Go and process collectors, registered by cmd/bridge.
-	run := readSource(t, filepath.Join(root, "cmd", "bridge", "run.go"))
-	cg := filepath.Join(moduleDir(t, root, "github.com/prometheus/client_golang"), "prometheus")
-	for collector, file := range map[string]string{"NewGoCollector": "go_collector.go", "NewProcessCollector": "process_collector.go"} {
-		if !strings.Contains(run, "collectors."+collector+"(") {
-			continue
-		}
-		for _, m := range regexp.MustCompile(`"((?:go|process)_\w+)"`).FindAllStringSubmatch(readSource(t, filepath.Join(cg, file)), -1) {
-			known[m[1]] = true
-		}
+	if strings.Contains(run, "collectors.NewProcessCollector(") {
+		std.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	for n := range names(std) {
+		known[n] = true
+	}
+	require.GreaterOrEqual(t, len(own), 10, "gathered only %v", own)
 	return known, own
+}
+
+// describingRegisterer is a registry that keeps the collectors registered
+// on it, to list the metric families they describe.
+type describingRegisterer struct {
+	*prometheus.Registry
+	mu         sync.Mutex
+	collectors []prometheus.Collector
+}
+
+// Register implements prometheus.Registerer.
+func (d *describingRegisterer) Register(c prometheus.Collector) error {
+	d.mu.Lock()
+	d.collectors = append(d.collectors, c)
+	d.mu.Unlock()
+	return d.Registry.Register(c)
+}
+
+// MustRegister implements prometheus.Registerer.
+func (d *describingRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := d.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+var fqName = regexp.MustCompile(`fqName: "([a-zA-Z_:][a-zA-Z0-9_:]*)"`)
+
+// described returns the fully qualified names the registered collectors
+// describe (client_golang's Desc has no accessor but its String).
+func (d *describingRegisterer) described(t *testing.T) map[string]bool {
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]bool{}
+	for _, c := range d.collectors {
+		ch := make(chan *prometheus.Desc)
+		go func() { c.Describe(ch); close(ch) }()
+		for desc := range ch {
+			m := fqName.FindStringSubmatch(desc.String())
+			require.NotNil(t, m, "no fqName in %s", desc)
+			out[m[1]] = true
+		}
+	}
+	require.NotEmpty(t, out)
+	return out
 }
 
 type dashboard struct {
@@ -817,7 +874,7 @@ func TestAlertRules(t *testing.T) {
 // dashboard that the bridge does not export, and on any of the bridge's own
 // metrics the dashboard does not show.
 func TestMetricNamesExist(t *testing.T) {
-	known, own := knownMetrics(t)
+	known, own := gatheredMetrics(t)
 	type use struct{ where, expr string }
 	var uses []use
 	for _, g := range readRules(t).Groups {

@@ -17,6 +17,10 @@ var (
 	// ErrInvalid means a checkpoint or partition record is inconsistent; the
 	// error is a *ValidationError naming every problem.
 	ErrInvalid = errors.New("offsets: invalid checkpoint")
+	// ErrMalformedEvent means a control-topic record is not a control event
+	// this build can decode: bad framing, an unknown schema fingerprint or
+	// bad Avro data.
+	ErrMalformedEvent = errors.New("offsets: malformed control event")
 	// ErrUnsupportedFormat means the stored bytes were written in a format
 	// this build does not know (a newer bridge wrote them).
 	ErrUnsupportedFormat = errors.New("offsets: unsupported checkpoint format")

@@ -27,7 +27,8 @@ type ControlState struct {
 	Batches []Batch
 }
 
-// ControlReader reads Kafka's control topic; the sink implements it.
+// ControlReader reads the newest state of a stream from the control topic;
+// Control implements it.
 type ControlReader interface {
 	// NewestState reads the control topic read_committed from offset from
 	// (inclusive; from the start of the log when from is NoOffset) to its

@@ -649,6 +649,39 @@ func (p *Producer) Flush(ctx context.Context) (Committed, error) {
 	return t.spans(p.now()), nil
 }
 
+// CommitWith is the one path by which a transaction's records become
+// visible together with the control records that describe them: it begins
+// a transaction when none is open, flushes the records produced so far,
+// calls control with their offset spans, produces the records control
+// returns into the same transaction, and commits. The spans control sees
+// are final: its records (the control events) are the transaction's last.
+// Errors are Flush's, Produce's and Commit's; an error from control aborts
+// the transaction and is returned as it is.
+func (p *Producer) CommitWith(ctx context.Context, control func(flushed Committed) ([]Record, error)) (Committed, error) {
+	if p.txn == nil {
+		if err := p.Begin(); err != nil {
+			return Committed{}, err
+		}
+	}
+	flushed, err := p.Flush(ctx)
+	if err != nil {
+		return Committed{}, err
+	}
+	recs, err := control(flushed)
+	if err != nil {
+		if aerr := p.Abort(ctx); aerr != nil {
+			return Committed{}, errors.Join(err, aerr)
+		}
+		return Committed{}, err
+	}
+	for _, rec := range recs {
+		if err := p.Produce(ctx, rec); err != nil {
+			return Committed{}, err
+		}
+	}
+	return p.Commit(ctx)
+}
+
 // finish closes the bookkeeping of t with an outcome label.
 func (p *Producer) finish(t *txn, outcome string) {
 	p.txn = nil

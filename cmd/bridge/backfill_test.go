@@ -7,14 +7,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/ops"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
-	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
 )
 
@@ -51,9 +53,9 @@ func (h *harness) topicOps() (counts map[string]int, maxBlock map[string]uint64,
 			var op, rng string
 			for _, hd := range r.Headers {
 				switch hd.Key {
-				case headerOp:
+				case encode.HeaderOp:
 					op = string(hd.Value)
-				case headerRange:
+				case encode.HeaderRange:
 					rng = string(hd.Value)
 				}
 			}
@@ -104,12 +106,15 @@ func scenarioBackfill(t *testing.T, svc services) {
 	assert.Equal(t, uint64(170), minBlock["c"], "the live stream starts at the hand-over block")
 	b, err := newBridge(t.Context(), h.cfg, testLogger())
 	require.NoError(t, err)
-	var st strings.Builder
-	require.NoError(t, b.status(t.Context(), &st, time.Now()))
+	st, err := ops.Status(t.Context(), b.store, nil, h.cfg.Streams[0], time.Now())
 	b.close()
-	t.Log(st.String())
-	assert.Contains(t, st.String(), "backfill: 3 partition(s) recorded, 3 done")
-	assert.Contains(t, st.String(), "[140, 170) done")
+	require.NoError(t, err)
+	require.NoError(t, st.BackfillErr)
+	require.Len(t, st.Backfill, 3, "partition records")
+	for _, p := range st.Backfill {
+		assert.True(t, p.Done, "partition [%d, %d) done", p.From, p.To)
+	}
+	assert.Equal(t, [2]uint64{140, 170}, [2]uint64{st.Backfill[2].From, st.Backfill[2].To})
 
 	// A rewind does not reach into the backfilled blocks.
 	b, err = newBridge(t.Context(), h.cfg, testLogger())
@@ -138,7 +143,7 @@ func scenarioBackfillResumes(t *testing.T, svc services) {
 	h := newBackfillHarness(t, svc, 240, config.BackfillConfig{Workers: 1, PartitionSize: 60, StepBlocks: 10, HandoverMargin: 20})
 	stop, b := h.runBridge()
 	require.Eventually(t, func() bool { return h.count("backfill") >= 5 }, 30*time.Second, 5*time.Millisecond)
-	left := testutil.ToFloat64(b.metrics.backfillLeft.WithLabelValues(h.cfg.Streams[0].ID))
+	left := gaugeValue(t, b.reg, "amp_bridge_backfill_blocks_remaining", h.cfg.Streams[0].ID)
 	b.readyMu.Lock()
 	ready := b.readySet[h.cfg.Streams[0].ID]
 	b.readyMu.Unlock()
@@ -156,7 +161,7 @@ func scenarioBackfillResumes(t *testing.T, svc services) {
 	}
 	stop, b = h.runBridge()
 	h.waitHead()
-	assert.Zero(t, testutil.ToFloat64(b.metrics.backfillLeft.WithLabelValues(h.cfg.Streams[0].ID)))
+	assert.Zero(t, gaugeValue(t, b.reg, "amp_bridge_backfill_blocks_remaining", h.cfg.Streams[0].ID))
 	require.NoError(t, stop())
 	// [0, 220) in steps of 10: 22 steps, none run twice.
 	assert.Equal(t, 22, h.count("backfill"))
@@ -189,21 +194,6 @@ func TestRunBackfillRefusesSQLWithoutBlockColumn(t *testing.T) {
 	h.waitHead()
 	require.NoError(t, stop())
 	assert.Positive(t, h.count("backfill"))
-}
-
-func TestSubtractAndMergeSpans(t *testing.T) {
-	sp := func(a, b uint64) source.BlockSpan { return source.BlockSpan{From: a, To: b} }
-	done := mergeSpans([]source.BlockSpan{sp(20, 30), sp(0, 5), sp(5, 10), sp(25, 40), sp(7, 7)})
-	assert.Equal(t, []source.BlockSpan{sp(0, 10), sp(20, 40)}, done)
-	assert.Equal(t, []source.BlockSpan{sp(10, 20), sp(40, 50)}, subtractSpans(sp(0, 50), done))
-	assert.Empty(t, subtractSpans(sp(22, 38), done))
-	assert.Equal(t, []source.BlockSpan{sp(45, 60)}, subtractSpans(sp(45, 60), done))
-	assert.Equal(t, []source.BlockSpan{sp(10, 12)}, subtractSpans(sp(8, 12), done))
-}
-
-func TestIsFresh(t *testing.T) {
-	assert.True(t, isFresh(offsets.Checkpoint{}))
-	assert.False(t, isFresh(offsets.Checkpoint{Version: 1}))
 }
 
 func TestRunBackfillHandoverRestart(t *testing.T) {
@@ -251,4 +241,56 @@ func scenarioBackfillHandoverRestart(t *testing.T, svc services) {
 	rep := h.verify()
 	requireClean(t, rep)
 	assert.Positive(t, rep.Retracted)
+}
+
+// gaugeValue gathers reg and returns the value of the gauge name with the
+// label stream (the test fails when it is not there).
+func gaugeValue(t *testing.T, reg prometheus.Gatherer, name, stream string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "stream" && l.GetValue() == stream {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	require.Failf(t, "metric not gathered", "%s{stream=%q}", name, stream)
+	return 0
+}
+
+// TestRewindFreshBackfillStreamPublishesNothing: `bridge rewind` on a
+// backfill-enabled stream that has committed nothing neither runs the
+// backfill nor commits a hand-over or a checkpoint: it refuses, and no
+// record reaches the data or the control topic.
+func TestRewindFreshBackfillStreamPublishesNothing(t *testing.T) {
+	svc := fakeServices(t)
+	h := newBackfillHarness(t, svc, 60, config.BackfillConfig{Workers: 2, StepBlocks: 10, HandoverMargin: 5})
+	b, err := newBridge(t.Context(), h.cfg, testLogger())
+	require.NoError(t, err)
+	_, err = b.rewind(t.Context(), h.cfg.Streams[0].ID, 10)
+	b.close()
+	require.ErrorIs(t, err, ops.ErrNothingCommitted)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(svc.brokers...))
+	require.NoError(t, err)
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(t.Context(), h.cfg.Streams[0].Topic, h.cfg.Kafka.ControlTopic)
+	require.NoError(t, err)
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil {
+			assert.Zero(t, o.Offset, "records in %s/%d", o.Topic, o.Partition)
+		}
+	})
+	b, err = connect(t.Context(), h.cfg, testLogger(), needStore)
+	require.NoError(t, err)
+	defer b.close()
+	_, err = b.store.Load(t.Context(), h.cfg.Streams[0].ID)
+	require.ErrorIs(t, err, offsets.ErrNotFound, "rewind stored a checkpoint")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/pipeline"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
 )
@@ -107,7 +108,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	defer b.close()
 	var mu sync.Mutex
 	var commits, rows, retracted, reorgs int
-	b.events = func(e streamEvent) {
+	b.events = func(e pipeline.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch e.Kind {
@@ -198,7 +199,11 @@ wait:
 		o.duration, commits, rows, reorgs, retracted)
 	mu.Unlock()
 	b.verifyWait = time.Second // the simulated chain has stopped: nothing newer will come
-	return b.verify(ctx, "demo", stdout)
+	reps, err := b.verify(ctx, "demo")
+	for _, rep := range reps {
+		printReport(stdout, rep)
+	}
+	return err
 }
 
 func rangeText(rs []reorg.BlockRange) string {
@@ -215,8 +220,8 @@ func rangeText(rs []reorg.BlockRange) string {
 
 // withLastBlock wraps an event printer to also record the last committed
 // block.
-func withLastBlock(next func(streamEvent), mu *sync.Mutex, last *uint64) func(streamEvent) {
-	return func(e streamEvent) {
+func withLastBlock(next func(pipeline.Event), mu *sync.Mutex, last *uint64) func(pipeline.Event) {
+	return func(e pipeline.Event) {
 		next(e)
 		if e.Kind != "commit" {
 			return

@@ -22,14 +22,18 @@ func TestImportGraph(t *testing.T) {
 		"source":        {"reorg"},
 		"encode":        {"reorg", "schemas"},
 		"sink":          {},
-		"offsets":       {"reorg"},
-		"source/ampsim": {"reorg"},
+		"offsets":       {"reorg", "schemas"},
+		"source/ampsim": {"reorg", "source"},
+		// The run loop and the operator commands are built on the stages.
+		"internal/config":   {"reorg", "schemas", "encode", "sink", "source"},
+		"internal/pipeline": {"reorg", "schemas", "encode", "sink", "source", "offsets", "internal/config"},
+		"internal/ops":      {"reorg", "schemas", "encode", "sink", "source", "offsets", "internal/config", "internal/pipeline"},
 	}
 	forbiddenThirdParty := map[string][]string{
 		"reorg":   {"github.com/", "google.golang.org/"},
 		"sink":    {"github.com/apache/arrow-go"},
 		"encode":  {"github.com/twmb/franz-go/pkg/kgo"},
-		"offsets": {"github.com/apache/arrow-go"},
+		"offsets": {"github.com/apache/arrow-go", "github.com/twmb/franz-go"},
 	}
 	for pkg, ok := range allowed {
 		out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", "-f", "{{.ImportPath}}", mod+pkg).CombinedOutput()

@@ -22,34 +22,47 @@ import (
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/pipeline"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
 )
 
-// bridge is every shared component of a running bridge.
+// bridge is the shared components of a bridge process, each built only
+// when the command needs it.
 type bridge struct {
 	cfg      *config.Config
 	log      *slog.Logger
 	reg      *prometheus.Registry
-	metrics  *bridgeMetrics
+	metrics  *pipeline.Metrics
 	amp      *source.Client
 	kafka    sink.Config
 	admin    *sink.Admin
-	store    offsets.Store
+	store    pipeline.Store
 	closers  []func()
 	registry *encode.Registry
-	control  *encode.ControlCodec
+	control  *offsets.ControlCodec
 	// readyMu guards readySet: the streams that are connected.
 	readyMu  sync.Mutex
 	readySet map[string]bool
-	events   func(streamEvent)
+	events   func(pipeline.Event)
 	// verifyWait bounds verify's canonical-chain check (default 3s).
 	verifyWait time.Duration
 	// fullEvery overrides how often a watermark carries the checkpoint
-	// (tests; 0 is the constant fullEvery).
+	// (tests; 0 is the pipeline's default).
 	fullEvery int
 }
+
+// need says which services a command connects to.
+type need uint8
+
+const (
+	needAmp need = 1 << iota
+	needKafka
+	needStore
+	needRegistry
+	needAll = needAmp | needKafka | needStore | needRegistry
+)
 
 func newLogger(cfg config.LogConfig, w io.Writer) *slog.Logger {
 	var lvl slog.Level
@@ -64,27 +77,55 @@ func newLogger(cfg config.LogConfig, w io.Writer) *slog.Logger {
 // newBridge connects every shared component, the checkpoint store as the
 // config says.
 func newBridge(ctx context.Context, cfg *config.Config, log *slog.Logger) (*bridge, error) {
-	b := &bridge{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	return connect(ctx, cfg, log, needAll)
+}
+
+// connect builds the components a command needs.
+func connect(ctx context.Context, cfg *config.Config, log *slog.Logger, needs need) (*bridge, error) {
+	b := &bridge{cfg: cfg, log: log, reg: prometheus.NewRegistry(), kafka: cfg.Sink()}
 	b.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	b.metrics = newBridgeMetrics(b.reg)
+	b.metrics = pipeline.NewMetrics(b.reg)
 	var err error
-	if b.amp, err = source.New(cfg.Source(), source.Deps{Logger: log.With("component", "source")}); err != nil {
-		return nil, fmt.Errorf("configuring the Amp client: %w", err)
+	if b.control, err = offsets.NewControlCodec(); err != nil {
+		return nil, err
 	}
-	b.closers = append(b.closers, func() { _ = b.amp.Close() })
-	b.kafka = cfg.Sink()
-	sdeps := sink.Deps{Logger: log.With("component", "sink"), Registerer: b.reg}
-	if b.admin, err = sink.NewAdmin(ctx, b.kafka, sdeps); err != nil {
-		b.close()
-		return nil, fmt.Errorf("connecting to Kafka: %w", err)
+	if needs&needAmp != 0 {
+		if b.amp, err = source.New(cfg.Source(), source.Deps{Logger: log.With("component", "source")}); err != nil {
+			return nil, fmt.Errorf("configuring the Amp client: %w", err)
+		}
+		b.closers = append(b.closers, func() { _ = b.amp.Close() })
 	}
-	b.closers = append(b.closers, b.admin.Close)
+	if needs&needKafka != 0 {
+		sdeps := sink.Deps{Logger: log.With("component", "sink"), Registerer: b.reg}
+		if b.admin, err = sink.NewAdmin(ctx, b.kafka, sdeps); err != nil {
+			b.close()
+			return nil, fmt.Errorf("connecting to Kafka: %w", err)
+		}
+		b.closers = append(b.closers, b.admin.Close)
+	}
+	if needs&needStore != 0 {
+		if err := b.openStore(ctx); err != nil {
+			b.close()
+			return nil, err
+		}
+	}
+	if needs&needRegistry != 0 {
+		if err := b.openRegistry(); err != nil {
+			b.close()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// openStore opens the checkpoint store the config names.
+func (b *bridge) openStore(ctx context.Context) error {
+	cfg, log := b.cfg, b.log
 	switch cfg.Checkpoint.Store {
 	case "file":
 		fs, err := offsets.NewFileStore(cfg.Checkpoint.Dir, log.With("component", "offsets"))
 		if err != nil {
-			b.close()
-			return nil, fmt.Errorf("opening the checkpoint directory: %w", err)
+			return fmt.Errorf("opening the checkpoint directory: %w", err)
 		}
 		b.store = fs
 	default:
@@ -93,12 +134,18 @@ func newBridge(ctx context.Context, cfg *config.Config, log *slog.Logger) (*brid
 			DB: rc.DB, KeyPrefix: rc.KeyPrefix + ":", TLS: offsets.RedisTLS{Enabled: rc.TLS.Enabled, CAFile: rc.TLS.CAFile,
 				CertFile: rc.TLS.CertFile, KeyFile: rc.TLS.KeyFile, ServerName: rc.TLS.ServerName}}, log.With("component", "offsets"))
 		if err != nil {
-			b.close()
-			return nil, fmt.Errorf("connecting to the Redis checkpoint store: %w", err)
+			return fmt.Errorf("connecting to the Redis checkpoint store: %w", err)
 		}
 		b.store = rs
 		b.closers = append(b.closers, func() { _ = rs.Close() })
 	}
+	return nil
+}
+
+// openRegistry configures the schema registry client, if the config names
+// a registry.
+func (b *bridge) openRegistry() error {
+	cfg := b.cfg
 	if cfg.Registry.URL != "" {
 		opts := []sr.ClientOpt{sr.URLs(cfg.Registry.URL)}
 		if cfg.Registry.Username != "" {
@@ -106,16 +153,11 @@ func newBridge(ctx context.Context, cfg *config.Config, log *slog.Logger) (*brid
 		}
 		cl, err := sr.NewClient(opts...)
 		if err != nil {
-			b.close()
-			return nil, fmt.Errorf("configuring the schema registry client: %w", err)
+			return fmt.Errorf("configuring the schema registry client: %w", err)
 		}
 		b.registry = encode.NewRegistry(cl)
 	}
-	if b.control, err = encode.NewControlCodec(); err != nil {
-		b.close()
-		return nil, err
-	}
-	return b, nil
+	return nil
 }
 
 func (b *bridge) close() {
@@ -125,17 +167,18 @@ func (b *bridge) close() {
 	b.closers = nil
 }
 
-func (b *bridge) runner(sc config.StreamConfig) *streamRunner {
-	log := b.log.With("stream", sc.ID)
-	return &streamRunner{cfg: sc, log: log, deps: streamDeps{
-		log: log, metrics: b.metrics, amp: b.amp, kafka: b.kafka,
-		sinkDeps: sink.Deps{Logger: log.With("component", "sink"), Registerer: b.reg},
-		admin:    b.admin, store: b.store, registry: b.registry, control: b.control,
-		version: buildVersion(), now: time.Now, events: b.events,
-		kafkaControlTopic: b.cfg.Kafka.ControlTopic, kafkaReplication: b.cfg.Kafka.ReplicationFactor,
-		restartMin: b.cfg.Amp.ReconnectMin, restartMax: b.cfg.Amp.ReconnectMax,
-		ready: b.setReady, heads: b.syncedHeads, fullEvery: b.fullEvery,
-	}}
+// deps are the pipeline's dependencies of stream sc.
+func (b *bridge) deps() pipeline.Deps {
+	return pipeline.Deps{
+		Logger: b.log, Metrics: b.metrics, Registerer: b.reg, Amp: b.amp, Kafka: b.kafka, Admin: b.admin,
+		Store: b.store, Registry: b.registry, Control: b.control, ControlTopic: b.cfg.Kafka.ControlTopic,
+		ReplicationFactor: b.cfg.Kafka.ReplicationFactor, Version: buildVersion(), Now: time.Now, Ready: b.setReady,
+		RestartMin: b.cfg.Amp.ReconnectMin, RestartMax: b.cfg.Amp.ReconnectMax, Events: b.events,
+		Heads: func(ctx context.Context, sql string) (map[string]uint64, error) {
+			return pipeline.SyncedHeads(ctx, b.amp, sql)
+		},
+		FullEvery: b.fullEvery,
+	}
 }
 
 // run runs every stream until ctx ends; the first stream to fail stops the
@@ -143,8 +186,8 @@ func (b *bridge) runner(sc config.StreamConfig) *streamRunner {
 func (b *bridge) run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	for _, sc := range b.cfg.Streams {
-		r := b.runner(sc)
-		g.Go(func() error { return r.run(gctx) })
+		r := pipeline.New(sc, b.deps())
+		g.Go(func() error { return r.Run(gctx) })
 	}
 	return g.Wait()
 }
@@ -220,7 +263,7 @@ func (b *bridge) serveHTTP(ctx context.Context, addr string) (string, func(), er
 // openFromFlags parses a subcommand's flags (-c plus those fs already
 // has), loads and validates the configuration and connects a bridge. A
 // quiet bridge logs warnings only: it serves a one-shot command.
-func openFromFlags(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer, quiet bool) (*bridge, error) {
+func openFromFlags(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer, quiet bool, needs need) (*bridge, error) {
 	path := fs.String("c", "bridge.yaml", "configuration file")
 	sets := config.SetFlags{}
 	fs.Var(sets, "set", "override a configuration key: -set path=value (repeatable; e.g. -set kafka.brokers=a:9092)")
@@ -235,11 +278,11 @@ func openFromFlags(ctx context.Context, fs *flag.FlagSet, args []string, stderr 
 	if quiet {
 		lc.Level = "warn"
 	}
-	return newBridge(ctx, cfg, newLogger(lc, stderr))
+	return connect(ctx, cfg, newLogger(lc, stderr), needs)
 }
 
 func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
-	b, err := openFromFlags(ctx, flag.NewFlagSet("run", flag.ContinueOnError), args, stderr, false)
+	b, err := openFromFlags(ctx, flag.NewFlagSet("run", flag.ContinueOnError), args, stderr, false, needAll)
 	if err != nil {
 		return err
 	}

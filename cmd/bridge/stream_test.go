@@ -23,6 +23,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/ops"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/pipeline"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
@@ -112,7 +114,7 @@ func (h *harness) runBridge() (stop func() error, b *bridge) {
 	// A checkpoint copy in every third watermark: the recoveries then
 	// roll forward over watermarks that carry only their state.
 	b.fullEvery = 3
-	b.events = func(e streamEvent) {
+	b.events = func(e pipeline.Event) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.seen[e.Kind]++
@@ -157,41 +159,26 @@ func (h *harness) count(kind string) int {
 	return h.seen[kind]
 }
 
-// verify runs bridge verify and returns its report.
-func (h *harness) verify() verifyReport {
+// verify runs bridge verify and returns its typed report.
+func (h *harness) verify() ops.VerifyReport {
 	h.t.Helper()
 	ctx := h.t.Context()
 	b, err := newBridge(ctx, h.cfg, testLogger())
 	require.NoError(h.t, err)
 	defer b.close()
 	b.verifyWait = 300 * time.Millisecond
-	var out strings.Builder
-	err = b.verify(ctx, h.cfg.Streams[0].ID, &out)
-	h.t.Log(out.String())
+	reps, err := b.verify(ctx, h.cfg.Streams[0].ID)
 	if err != nil && !errors.Is(err, errVerifyFailed) {
 		require.NoError(h.t, err)
 	}
-	return lastReport(out.String())
+	require.Len(h.t, reps, 1)
+	var out strings.Builder
+	printReport(&out, reps[0])
+	h.t.Log(out.String())
+	return reps[0]
 }
 
-// lastReport parses the counts printed by verifyReport.print (the test
-// checks what a user reads).
-func lastReport(s string) verifyReport {
-	var rep verifyReport
-	for _, line := range strings.Split(s, "\n") {
-		line = strings.TrimSpace(line)
-		if strings.HasPrefix(line, "expected ") {
-			_, _ = fmt.Sscanf(line, "expected %d rows: %d matching, %d missing, %d extra, %d duplicated, %d unretracted",
-				&rep.Expected, &rep.Matching, &rep.Missing, &rep.Extra, &rep.Duplicated, &rep.Unretracted)
-		}
-		if strings.HasPrefix(line, "verify ") {
-			_, _ = fmt.Sscanf(line[strings.Index(line, "):")+2:], " %d records read, %d rows retracted", &rep.Records, &rep.Retracted)
-		}
-	}
-	return rep
-}
-
-func requireClean(t *testing.T, rep verifyReport) {
+func requireClean(t *testing.T, rep ops.VerifyReport) {
 	t.Helper()
 	require.Positive(t, rep.Expected, "the stream published nothing")
 	assert.Equal(t, rep.Expected, rep.Matching, "every expected row is in the topic")
@@ -453,9 +440,8 @@ func TestVerifyRefusesAMovedChain(t *testing.T) {
 	require.NoError(t, err)
 	defer b.close()
 	b.verifyWait = 2 * time.Second
-	var out strings.Builder
-	err = b.verify(t.Context(), h.cfg.Streams[0].ID, &out)
-	require.ErrorIs(t, err, errChainMoved)
+	_, err = b.verify(t.Context(), h.cfg.Streams[0].ID)
+	require.ErrorIs(t, err, ops.ErrChainMoved)
 	assert.Contains(t, err.Error(), "verify again once it has caught up")
 
 	stop = h.run() // the bridge sees the reorg and retracts
@@ -500,14 +486,9 @@ func TestRunNetworkTopic(t *testing.T) {
 	stop = h.run()
 	h.waitHead()
 	require.NoError(t, stop())
-	var out strings.Builder
-	b, err := newBridge(t.Context(), h.cfg, testLogger())
-	require.NoError(t, err)
-	defer b.close()
-	b.verifyWait = 300 * time.Millisecond
-	require.NoError(t, b.verify(t.Context(), h.cfg.Streams[0].ID, &out))
-	assert.Contains(t, out.String(), "topic "+h.cfg.Streams[0].ID+".mainnet.txs")
-	assert.Contains(t, out.String(), "verdict: OK")
+	rep := h.verify()
+	assert.Equal(t, h.cfg.Streams[0].ID+".mainnet.txs", rep.Topic)
+	requireClean(t, rep)
 }
 
 func TestTopicName(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
@@ -172,7 +172,7 @@ func CommittedPoint(ctx context.Context, brokers []string, controlTopic, stream,
 	if err != nil {
 		return reorg.Point{}, false, err
 	}
-	codec, err := encode.NewControlCodec()
+	codec, err := offsets.NewControlCodec()
 	if err != nil {
 		return reorg.Point{}, false, err
 	}

@@ -1,15 +1,17 @@
-package main
+package pipeline
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 )
 
-// bridgeMetrics are the bridge's own metrics (kafka-conventions.md
+// Metrics are the bridge's own metrics (kafka-conventions.md
 // §metrics). The sink registers the transaction metrics
 // (amp_bridge_records_written_total{op}, txn_commits_total,
 // txn_aborts_total{reason}, txn_duration_seconds, txn_commit_seconds) and
 // franz-go's client metrics through kprom on the same registry.
-type bridgeMetrics struct {
+type Metrics struct {
 	polled           *prometheus.CounterVec
 	batchesCommitted *prometheus.CounterVec
 	reorgs           *prometheus.CounterVec
@@ -26,11 +28,12 @@ type bridgeMetrics struct {
 	backfillLeft     *prometheus.GaugeVec
 }
 
-// newBridgeMetrics registers the metrics on reg (nil: not registered).
-func newBridgeMetrics(reg prometheus.Registerer) *bridgeMetrics {
+// NewMetrics creates the metrics and registers them on reg (nil: not
+// registered). Build them once per process: every stream labels them.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
 	const ns = "amp_bridge"
 	stream := []string{"stream"}
-	m := &bridgeMetrics{
+	m := &Metrics{
 		polled: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "records_polled_total",
 			Help: "Rows received from Amp."}, stream),
 		batchesCommitted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "batches_committed_total",
@@ -66,4 +69,25 @@ func newBridgeMetrics(reg prometheus.Registerer) *bridgeMetrics {
 			m.behindSource, m.committedBlock, m.behindHead, m.backfillLeft)
 	}
 	return m
+}
+
+// Init creates every series of stream at zero, so that increase() sees
+// the first event, and the per-network series of the networks given.
+func (m *Metrics) Init(stream string, networks ...string) {
+	for _, o := range offsets.Outcomes() {
+		m.reconciliations.WithLabelValues(stream, o.String())
+	}
+	for _, c := range []*prometheus.CounterVec{m.polled, m.batchesCommitted, m.reorgs,
+		m.retractions, m.reconnects, m.restarts, m.checkpointErrors} {
+		c.WithLabelValues(stream)
+	}
+	m.reorgDepth.WithLabelValues(stream)
+	for _, g := range []*prometheus.GaugeVec{m.checkpointTime, m.backfillLeft} {
+		g.WithLabelValues(stream)
+	}
+	for _, net := range networks {
+		for _, g := range []*prometheus.GaugeVec{m.behindSource, m.committedBlock, m.behindHead} {
+			g.WithLabelValues(stream, net)
+		}
+	}
 }

@@ -1,14 +1,12 @@
-package main
+package pipeline
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -25,61 +23,97 @@ import (
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
 )
 
-// Header names written on every data record (design.md §4).
-const (
-	headerBatchID = "amp-batch-id"
-	headerOp      = sink.HeaderOp
-	headerNetwork = "amp-network"
-	headerRange   = "amp-range"
-	headerStream  = "amp-stream"
-	controlGroup  = "\x00control"
-)
+// controlGroup names the control events' group in a transaction, whose
+// offset the checkpoint records.
+const controlGroup = "\x00control"
 
-// errRestart asks the stream's supervisor to rebuild the stream from its
-// checkpoint and Kafka: a transaction's outcome is unknown, or state in
-// memory can no longer be trusted.
-var errRestart = errors.New("restarting the stream from its checkpoint")
-
-// streamDeps are what a stream runner is built from; cmd wires them.
-type streamDeps struct {
-	log      *slog.Logger
-	metrics  *bridgeMetrics
-	amp      *source.Client
-	kafka    sink.Config
-	sinkDeps sink.Deps
-	admin    *sink.Admin
-	store    offsets.Store
-	registry *encode.Registry // nil: single-object encoding
-	control  *encode.ControlCodec
-	version  string
-	now      func() time.Time
-	// kafkaControlTopic and kafkaReplication come from the kafka config.
-	kafkaControlTopic string
-	kafkaReplication  int
-	// ready reports whether the stream is connected to Amp, Kafka, the
+// Deps are what a Stream is built from; cmd/bridge wires them. Every
+// field is required unless its doc says otherwise.
+type Deps struct {
+	// Logger receives the stream's logs; New adds the stream id.
+	Logger *slog.Logger
+	// Metrics are the process's stream metrics (NewMetrics).
+	Metrics *Metrics
+	// Registerer receives the sink's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// Amp is the Flight client.
+	Amp *source.Client
+	// Kafka configures the stream's producers and readers.
+	Kafka sink.Config
+	// Admin creates and checks topics.
+	Admin *sink.Admin
+	// Store holds the checkpoints and backfill partition records.
+	Store Store
+	// Registry is the schema registry; nil means single-object encoding.
+	Registry *encode.Registry
+	// Control encodes and decodes the control topic's events.
+	Control *offsets.ControlCodec
+	// ControlTopic is the control topic's name.
+	ControlTopic string
+	// ReplicationFactor of the topics the stream creates (-1: the broker's
+	// default).
+	ReplicationFactor int
+	// Version is the bridge version written into every record's source.
+	Version string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Ready reports whether the stream is connected to Amp, Kafka, the
 	// registry and its checkpoint (for /readyz); nil ignores it.
-	ready func(stream string, ok bool)
-	// restartMin and restartMax bound the pause before a stream restarts
+	Ready func(stream string, ok bool)
+	// RestartMin and RestartMax bound the pause before a stream restarts
 	// after a transient error.
-	restartMin, restartMax time.Duration
-	// events receives a line per published or retracted batch (bridge demo);
-	// nil means none.
-	events func(streamEvent)
-	// heads asks Amp how far a query's tables are synced, per network; nil
-	// disables the head poller.
-	heads func(ctx context.Context, sql string) (map[string]uint64, error)
-	// fullEvery overrides the constant fullEvery (tests).
-	fullEvery int
+	RestartMin, RestartMax time.Duration
+	// Events receives a line per published or retracted batch (bridge
+	// demo, tests); nil means none.
+	Events func(Event)
+	// Heads asks Amp how far a query's tables are synced, per network
+	// (SyncedHeads); nil disables the head poller.
+	Heads func(ctx context.Context, sql string) (map[string]uint64, error)
+	// FullEvery is how often a watermark event carries the whole
+	// checkpoint; 0 means every 64th (tests lower it).
+	FullEvery int
 }
 
-// streamEvent is a human-readable account of one thing a stream did.
-type streamEvent struct {
-	Stream  string
-	Kind    string // "commit", "retract", "reorg", "reconnect"
+// Event is a human-readable account of one thing a stream did.
+type Event struct {
+	// Stream is the stream's id.
+	Stream string
+	// Kind is "commit", "retract", "reorg", "reconnect", "backfill" or
+	// "handover".
+	Kind string
+	// BatchID and Ranges name the batch, Rows its rows.
 	BatchID string
 	Ranges  []reorg.BlockRange
 	Rows    int
-	Detail  string
+	// Detail says more, for people.
+	Detail string
+}
+
+// Store is where a stream's checkpoint and backfill partition records live.
+type Store interface {
+	offsets.Store
+	offsets.PartitionStore
+}
+
+// New returns the stream of cfg; Run publishes it.
+func New(cfg config.StreamConfig, deps Deps) *Stream {
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.FullEvery <= 0 {
+		deps.FullEvery = fullEvery
+	}
+	log := deps.Logger.With("stream", cfg.ID)
+	deps.Logger = log
+	return &Stream{cfg: cfg, deps: deps, log: log}
+}
+
+// sinkDeps are the dependencies of the stream's producers and readers.
+func (r *Stream) sinkDeps() sink.Deps {
+	return sink.Deps{Logger: r.log.With("component", "sink"), Registerer: r.deps.Registerer, Now: r.deps.Now, Stream: r.cfg.ID}
 }
 
 // pendingBatch is a complete microbatch inside the open transaction.
@@ -88,10 +122,11 @@ type pendingBatch struct {
 	rows int
 }
 
-// streamRunner publishes one stream. It is driven by a single goroutine.
-type streamRunner struct {
+// Stream publishes one stream: the per-stream supervisor (Run) and its
+// run loop. It is driven by a single goroutine.
+type Stream struct {
 	cfg  config.StreamConfig
-	deps streamDeps
+	deps Deps
 	log  *slog.Logger
 
 	schema      *arrow.Schema
@@ -101,7 +136,6 @@ type streamRunner struct {
 	retractor   *encode.Retractor
 	topic       string
 	out         encode.Batch
-	ctlBuf      []byte
 
 	prod    *sink.Producer
 	reader  *sink.Reader
@@ -127,14 +161,45 @@ type streamRunner struct {
 	// modified after it is stored) for the head poller's goroutine.
 	committedCursor atomic.Value
 
-	// The open transaction.
-	txnOpen   bool
-	txnBegan  time.Time
-	txnRows   int
-	pending   []pendingBatch
-	dirty     bool // Data after the last pending watermark
-	undo      []encode.Undo
+	// txn is what the open transaction holds beyond its records, which
+	// the producer holds.
+	txn txnLog
+}
+
+// txnLog is what the open transaction holds beyond its Kafka records (the
+// producer owns those, and whether a transaction is open): the complete
+// microbatches whose watermark it will commit, the undo events of the
+// retractions it carries and the rows produced so far per batch. Every end
+// of a transaction (commit, abort, restart) empties it with reset, the one
+// place that does.
+type txnLog struct {
+	// began is when the transaction's time budget started: its first
+	// record, or a microbatch without rows.
+	began time.Time
+	// rows counts the data rows produced.
+	rows    int
+	pending []pendingBatch
+	// dirty means data after the last pending watermark: the transaction
+	// cannot commit before the next watermark.
+	dirty     bool
+	undo      []offsets.Undo
 	rowOffset map[string]int64
+}
+
+// reset empties the log.
+func (t *txnLog) reset() {
+	ro := t.rowOffset
+	clear(ro)
+	if ro == nil {
+		ro = map[string]int64{}
+	}
+	*t = txnLog{rowOffset: ro}
+}
+
+// due reports whether the transaction ends at a watermark and its budget
+// is used up.
+func (t *txnLog) due(b sink.Budget, now time.Time) bool {
+	return len(t.pending) > 0 && !t.dirty && b.Due(t.rows, t.began, now)
 }
 
 // fingerprintOf identifies a stream's SQL and Arrow schema.
@@ -158,13 +223,13 @@ func permanent(err error) bool {
 		errors.Is(err, encode.ErrIncompatible) || errors.As(err, &verr) || errors.Is(err, config.ErrInvalid)
 }
 
-// run publishes the stream until ctx ends or a permanent error. Any other
+// Run publishes the stream until ctx ends or a permanent error. Any other
 // error rebuilds everything from the checkpoint and Kafka, after a capped,
 // growing pause.
-func (r *streamRunner) run(ctx context.Context) error {
-	pause := r.deps.restartMin
+func (r *Stream) Run(ctx context.Context) error {
+	pause := r.deps.RestartMin
 	for {
-		began := r.deps.now()
+		began := r.deps.Now()
 		err := r.runOnce(ctx)
 		r.setReady(false)
 		r.close(ctx)
@@ -174,11 +239,11 @@ func (r *streamRunner) run(ctx context.Context) error {
 		if err == nil || permanent(err) {
 			return err
 		}
-		if r.deps.now().Sub(began) > 10*r.deps.restartMax {
-			pause = r.deps.restartMin // it ran well for a while: start the backoff over
+		if r.deps.Now().Sub(began) > 10*r.deps.RestartMax {
+			pause = r.deps.RestartMin // it ran well for a while: start the backoff over
 		}
 		r.log.Warn("restarting the stream from its checkpoint", "err", err, "in", pause)
-		r.deps.metrics.restarts.WithLabelValues(r.cfg.ID).Inc()
+		r.deps.Metrics.restarts.WithLabelValues(r.cfg.ID).Inc()
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
@@ -186,11 +251,11 @@ func (r *streamRunner) run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		pause = min(2*pause, r.deps.restartMax)
+		pause = min(2*pause, r.deps.RestartMax)
 	}
 }
 
-func (r *streamRunner) close(ctx context.Context) {
+func (r *Stream) close(ctx context.Context) {
 	if r.stream != nil {
 		_ = r.stream.Close()
 		r.stream = nil
@@ -206,30 +271,30 @@ func (r *streamRunner) close(ctx context.Context) {
 		r.reader = nil
 	}
 	r.closeBackfillWorkers(ctx)
-	r.txnOpen, r.pending, r.undo, r.dirty, r.txnRows = false, nil, nil, false, 0
+	r.txn.reset()
 	r.out.Reset()
 }
 
-// setup prepares the control topic, the producer (which fences a previous
-// instance and aborts its open transaction), the checkpoint and the reorg
-// state, and the data topic when its name is known (see setupTopic).
-func (r *streamRunner) setup(ctx context.Context) error {
-	schema, err := r.deps.amp.Schema(ctx, r.cfg.SQL)
+// connect prepares the control topic, the producer (which fences a
+// previous instance and aborts its open transaction), the reader and the
+// reconciled checkpoint. It publishes nothing.
+func (r *Stream) connect(ctx context.Context) error {
+	schema, err := r.deps.Amp.Schema(ctx, r.cfg.SQL)
 	if err != nil {
 		return fmt.Errorf("planning the stream's SQL at Amp: %w", err)
 	}
 	r.schema = schema
 	r.fingerprint = fingerprintOf(r.cfg.SQL, schema)
 	r.topic, r.enc = "", nil
-	if _, err := r.deps.admin.EnsureTopics(ctx, sink.TopicSpec{Name: r.deps.controlTopic(), Kind: sink.TopicControl,
-		Partitions: 1, ReplicationFactor: int16(r.deps.replicationFactor())}); err != nil {
+	if _, err := r.deps.Admin.EnsureTopics(ctx, sink.TopicSpec{Name: r.deps.ControlTopic, Kind: sink.TopicControl,
+		Partitions: 1, ReplicationFactor: int16(r.deps.ReplicationFactor)}); err != nil {
 		return fmt.Errorf("preparing the control topic of stream %s: %w", r.cfg.ID, err)
 	}
 
 	// The producer first: initialising the transactional id fences a
 	// previous instance and aborts its open transaction, so the control
 	// topic's last stable offset moves past it before we read.
-	if r.prod, err = sink.NewProducer(ctx, r.deps.kafka, r.cfg.ID, r.deps.sinkDeps); err != nil {
+	if r.prod, err = sink.NewProducer(ctx, r.deps.Kafka, r.cfg.ID, r.sinkDeps()); err != nil {
 		return fmt.Errorf("starting the producer of stream %s: %w", r.cfg.ID, err)
 	}
 	// The backfill's workers too: a previous instance killed inside its
@@ -240,20 +305,13 @@ func (r *streamRunner) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	if r.reader, err = sink.NewReader(ctx, r.deps.kafka, r.deps.sinkDeps); err != nil {
+	if r.reader, err = sink.NewReader(ctx, r.deps.Kafka, r.sinkDeps()); err != nil {
 		return fmt.Errorf("starting the reader of stream %s: %w", r.cfg.ID, err)
 	}
-	// Create every series at zero, so increase() sees the first event.
-	for _, o := range offsets.Outcomes() {
-		r.deps.metrics.reconciliations.WithLabelValues(r.cfg.ID, o.String())
-	}
-	for _, c := range []*prometheus.CounterVec{r.deps.metrics.polled, r.deps.metrics.batchesCommitted, r.deps.metrics.reorgs,
-		r.deps.metrics.retractions, r.deps.metrics.reconnects, r.deps.metrics.restarts, r.deps.metrics.checkpointErrors} {
-		c.WithLabelValues(r.cfg.ID)
-	}
-	dec, err := offsets.Recover(ctx, r.deps.store, &controlReader{reader: r.reader, codec: r.deps.control, topic: r.deps.controlTopic()},
-		r.cfg.ID, r.fingerprint, r.deps.now())
-	r.deps.metrics.reconciliations.WithLabelValues(r.cfg.ID, dec.Outcome.String()).Inc()
+	r.deps.Metrics.Init(r.cfg.ID)
+	dec, err := offsets.Recover(ctx, r.deps.Store, r.control(),
+		r.cfg.ID, r.fingerprint, r.deps.Now())
+	r.deps.Metrics.reconciliations.WithLabelValues(r.cfg.ID, dec.Outcome.String()).Inc()
 	if err != nil {
 		return fmt.Errorf("reconciling the checkpoint of stream %s with Kafka: %w", r.cfg.ID, err)
 	}
@@ -261,13 +319,24 @@ func (r *streamRunner) setup(ctx context.Context) error {
 	r.lastFull, r.sinceFull = -1, 0
 	r.log.Info("checkpoint reconciled", "outcome", dec.Outcome.String(), "version", r.committed.Version,
 		"cursor", cursorText(r.committed.Cursor()), "retained_batches", len(r.committed.Batches))
+	return nil
+}
+
+// setup connects (connect), runs the backfill of a fresh stream that has
+// one and commits its hand-over, and restores the reorg state and the data
+// topic for the run loop.
+func (r *Stream) setup(ctx context.Context) error {
+	if err := r.connect(ctx); err != nil {
+		return err
+	}
+	var err error
 	if r.cfg.Backfill.Enabled {
 		if isFresh(r.committed) {
 			if err := r.backfill(ctx); err != nil {
 				return err
 			}
 		} else {
-			r.deps.metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(0)
+			r.deps.Metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(0)
 			r.log.Debug("backfill not run: the stream has gone live", "cursor", cursorText(r.committed.Cursor()))
 		}
 		r.closeBackfillWorkers(ctx)
@@ -285,10 +354,10 @@ func (r *streamRunner) setup(ctx context.Context) error {
 	}
 	r.resume = r.committed.Cursor()
 	for net, p := range r.resume {
-		r.deps.metrics.committedBlock.WithLabelValues(r.cfg.ID, net).Set(float64(p.Number))
+		r.deps.Metrics.committedBlock.WithLabelValues(r.cfg.ID, net).Set(float64(p.Number))
 	}
 	r.committedCursor.Store(r.resume)
-	r.rowOffset = map[string]int64{}
+	r.txn.reset()
 	if r.enc != nil { // prepared by the backfill
 		return nil
 	}
@@ -305,12 +374,12 @@ func (r *streamRunner) setup(ctx context.Context) error {
 
 // setupTopic compiles the encoder, registers the schemas and prepares the
 // data topic for the stream's networks.
-func (r *streamRunner) setupTopic(ctx context.Context, networks []string) error {
+func (r *Stream) setupTopic(ctx context.Context, networks []string) error {
 	topic, err := r.cfg.TopicName(networks)
 	if err != nil {
 		return err
 	}
-	encCfg, err := r.cfg.EncodeConfig(topic, r.deps.version)
+	encCfg, err := r.cfg.EncodeConfig(topic, r.deps.Version)
 	if err != nil {
 		return err
 	}
@@ -318,8 +387,8 @@ func (r *streamRunner) setupTopic(ctx context.Context, networks []string) error 
 	if err != nil {
 		return fmt.Errorf("compiling the Avro encoder of stream %s: %w", r.cfg.ID, err)
 	}
-	if r.deps.registry != nil {
-		if err := r.deps.registry.Prepare(ctx, topic, enc); err != nil {
+	if r.deps.Registry != nil {
+		if err := r.deps.Registry.Prepare(ctx, topic, enc); err != nil {
 			return fmt.Errorf("registering the schemas of stream %s: %w", r.cfg.ID, err)
 		}
 	} else {
@@ -343,9 +412,9 @@ func (r *streamRunner) setupTopic(ctx context.Context, networks []string) error 
 	if r.cfg.Key == config.KeyRow {
 		keyMode = sink.KeyRow
 	}
-	states, err := r.deps.admin.EnsureTopics(ctx,
+	states, err := r.deps.Admin.EnsureTopics(ctx,
 		sink.TopicSpec{Name: topic, Kind: sink.TopicData, KeyMode: keyMode, Partitions: int32(r.cfg.Partitions),
-			ReplicationFactor: int16(r.deps.replicationFactor()), CleanupPolicy: sink.CleanupDelete})
+			ReplicationFactor: int16(r.deps.ReplicationFactor), CleanupPolicy: sink.CleanupDelete})
 	if err != nil {
 		return fmt.Errorf("preparing the data topic of stream %s: %w", r.cfg.ID, err)
 	}
@@ -357,7 +426,7 @@ func (r *streamRunner) setupTopic(ctx context.Context, networks []string) error 
 // records sit on the partition its key hashes to with the data topic's
 // current partition count: a count changed under a running stream would
 // send retractions to other partitions than the rows they retract.
-func (r *streamRunner) checkPartitions(states []sink.TopicState) error {
+func (r *Stream) checkPartitions(states []sink.TopicState) error {
 	if r.cfg.Key == config.KeyRow {
 		return nil
 	}
@@ -391,9 +460,6 @@ func (r *streamRunner) checkPartitions(states []sink.TopicState) error {
 	return nil
 }
 
-func (d streamDeps) controlTopic() string   { return d.kafkaControlTopic }
-func (d streamDeps) replicationFactor() int { return d.kafkaReplication }
-
 func cursorText(c reorg.Cursor) string {
 	if len(c) == 0 {
 		return "(start)"
@@ -405,7 +471,7 @@ func cursorText(c reorg.Cursor) string {
 	return s
 }
 
-func (r *streamRunner) runOnce(ctx context.Context) error {
+func (r *Stream) runOnce(ctx context.Context) error {
 	if err := r.setup(ctx); err != nil {
 		return err
 	}
@@ -413,7 +479,7 @@ func (r *streamRunner) runOnce(ctx context.Context) error {
 		return err
 	}
 	r.setReady(true)
-	if r.cfg.HeadPollInterval > 0 && r.deps.heads != nil {
+	if r.cfg.HeadPollInterval > 0 && r.deps.Heads != nil {
 		pctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
@@ -459,11 +525,11 @@ var errCommitDue = errors.New("transaction budget used up")
 
 // next waits for the next envelope, but no longer than the open
 // transaction's remaining time budget when it ends at a watermark.
-func (r *streamRunner) next(ctx context.Context) (source.Envelope, error) {
-	if len(r.pending) == 0 || r.dirty {
+func (r *Stream) next(ctx context.Context) (source.Envelope, error) {
+	if len(r.txn.pending) == 0 || r.txn.dirty {
 		return r.stream.Next(ctx)
 	}
-	wait := r.budget().Remaining(r.txnBegan, r.deps.now())
+	wait := r.budget().Remaining(r.txn.began, r.deps.Now())
 	if wait <= 0 {
 		return source.Envelope{}, errCommitDue
 	}
@@ -477,12 +543,12 @@ func (r *streamRunner) next(ctx context.Context) (source.Envelope, error) {
 }
 
 // open (re)opens the Amp stream from r.resume.
-func (r *streamRunner) open(ctx context.Context) error {
+func (r *Stream) open(ctx context.Context) error {
 	if r.stream != nil {
 		_ = r.stream.Close()
 	}
 	r.log.Info("opening the Amp stream", "cursor", cursorText(r.resume))
-	s, err := r.deps.amp.Stream(ctx, r.cfg.SQL, func() reorg.Cursor { return r.resume })
+	s, err := r.deps.Amp.Stream(ctx, r.cfg.SQL, func() reorg.Cursor { return r.resume })
 	if err != nil {
 		return fmt.Errorf("opening stream %s at Amp: %w", r.cfg.ID, err)
 	}
@@ -490,11 +556,11 @@ func (r *streamRunner) open(ctx context.Context) error {
 	return nil
 }
 
-func (r *streamRunner) handle(ctx context.Context, env source.Envelope) error {
+func (r *Stream) handle(ctx context.Context, env source.Envelope) error {
 	defer env.Release()
 	if env.Kind == source.KindReconnect {
-		r.deps.metrics.reconnects.WithLabelValues(r.cfg.ID).Inc()
-		r.emit(streamEvent{Kind: "reconnect", Detail: fmt.Sprint(env.Cause)})
+		r.deps.Metrics.reconnects.WithLabelValues(r.cfg.ID).Inc()
+		r.emit(Event{Kind: "reconnect", Detail: fmt.Sprint(env.Cause)})
 		// The source resumes from r.resume; everything not committed is
 		// replayed, so drop it.
 		if err := r.rollback(ctx, "amp stream reconnected"); err != nil {
@@ -505,7 +571,7 @@ func (r *streamRunner) handle(ctx context.Context, env source.Envelope) error {
 	rows := 0
 	if env.Batch != nil {
 		rows = int(env.Batch.NumRows())
-		r.deps.metrics.polled.WithLabelValues(r.cfg.ID).Add(float64(rows))
+		r.deps.Metrics.polled.WithLabelValues(r.cfg.ID).Add(float64(rows))
 	}
 	if r.enc == nil && len(env.Ranges) > 0 {
 		nets := make([]string, len(env.Ranges))
@@ -528,13 +594,13 @@ func (r *streamRunner) handle(ctx context.Context, env source.Envelope) error {
 				return err
 			}
 		case reorg.KindWatermark:
-			if !r.txnOpen && len(r.pending) == 0 {
+			if !r.prod.Stats().Open && len(r.txn.pending) == 0 {
 				// A microbatch without rows: the budget runs from now.
-				r.txnBegan = r.deps.now()
+				r.txn.began = r.deps.Now()
 			}
-			r.pending = append(r.pending, pendingBatch{wm: ev, rows: int(r.rowOffset[ev.BatchID])})
-			delete(r.rowOffset, ev.BatchID)
-			r.dirty = false
+			r.txn.pending = append(r.txn.pending, pendingBatch{wm: ev, rows: int(r.txn.rowOffset[ev.BatchID])})
+			delete(r.txn.rowOffset, ev.BatchID)
+			r.txn.dirty = false
 		case reorg.KindUndo:
 			replayed, err := r.undoEvent(ctx, ev)
 			if err != nil {
@@ -550,37 +616,38 @@ func (r *streamRunner) handle(ctx context.Context, env source.Envelope) error {
 		r.log.Info("reconnecting to Amp before a reorg's fork point", "cursor", cursorText(reconnect.Cursor))
 		return r.open(ctx)
 	}
-	if len(r.pending) > 0 && !r.dirty && r.budget().Due(r.txnRows, r.txnBegan, r.deps.now()) {
+	if r.txn.due(r.budget(), r.deps.Now()) {
 		return r.commit(ctx)
 	}
 	return nil
 }
 
-func (r *streamRunner) budget() sink.Budget {
+func (r *Stream) budget() sink.Budget {
 	return sink.Budget{MaxRows: r.cfg.Transaction.MaxRows, MaxAge: r.cfg.Transaction.MaxAge}
 }
 
-func (r *streamRunner) begin() error {
-	if r.txnOpen {
+// begin opens a transaction unless one is open.
+func (r *Stream) begin() error {
+	if r.prod.Stats().Open {
 		return nil
 	}
 	if err := r.prod.Begin(); err != nil {
 		return r.txnError("beginning a transaction", err)
 	}
-	r.txnOpen, r.txnBegan, r.txnRows = true, r.deps.now(), 0
+	r.txn.began, r.txn.rows = r.deps.Now(), 0
 	return nil
 }
 
-// txnError classifies a transaction error: fencing stops the stream,
-// anything else restarts it from the checkpoint and Kafka.
-func (r *streamRunner) txnError(what string, err error) error {
+// txnError names the stream in a transaction error, and says what to do
+// when another instance fenced it (a permanent error: see Permanent).
+func (r *Stream) txnError(what string, err error) error {
 	if errors.Is(err, sink.ErrFenced) {
 		return fmt.Errorf("stream %s: %s: %w (another instance runs this stream; stop one of them)", r.cfg.ID, what, err)
 	}
-	return fmt.Errorf("stream %s: %s: %w: %w", r.cfg.ID, what, err, errRestart)
+	return fmt.Errorf("stream %s: %s: %w", r.cfg.ID, what, err)
 }
 
-func (r *streamRunner) data(ctx context.Context, ev reorg.Event, env source.Envelope) error {
+func (r *Stream) data(ctx context.Context, ev reorg.Event, env source.Envelope) error {
 	if env.Batch == nil || env.Batch.NumRows() == 0 {
 		return nil
 	}
@@ -589,7 +656,7 @@ func (r *streamRunner) data(ctx context.Context, ev reorg.Event, env source.Enve
 	}
 	before := r.out.Len()
 	meta := encode.BatchMeta{Op: encode.OpCreate, Ranges: ev.Ranges, BatchID: ev.BatchID,
-		TsMs: r.deps.now().UnixMilli(), RowOffset: r.rowOffset[ev.BatchID]}
+		TsMs: r.deps.Now().UnixMilli(), RowOffset: r.txn.rowOffset[ev.BatchID]}
 	if err := r.enc.Encode(env.Batch, meta, &r.out); err != nil {
 		return fmt.Errorf("stream %s: encoding batch %s: %w", r.cfg.ID, ev.BatchID, err)
 	}
@@ -605,9 +672,9 @@ func (r *streamRunner) data(ctx context.Context, ev reorg.Event, env source.Enve
 			return r.txnError("producing records", err)
 		}
 	}
-	r.rowOffset[ev.BatchID] += int64(n)
-	r.txnRows += n
-	r.dirty = true
+	r.txn.rowOffset[ev.BatchID] += int64(n)
+	r.txn.rows += n
+	r.txn.dirty = true
 	return nil
 }
 
@@ -619,17 +686,17 @@ func recordHeaders(stream, batchID, op string, ranges []reorg.BlockRange) []sink
 		spans[i] = strconv.FormatUint(rg.Start, 10) + "-" + strconv.FormatUint(rg.End, 10)
 	}
 	return []sink.Header{
-		{Key: headerBatchID, Value: []byte(batchID)},
-		{Key: headerOp, Value: []byte(op)},
-		{Key: headerNetwork, Value: []byte(strings.Join(nets, "|"))},
-		{Key: headerRange, Value: []byte(strings.Join(spans, "|"))},
-		{Key: headerStream, Value: []byte(stream)},
+		{Key: encode.HeaderBatchID, Value: []byte(batchID)},
+		{Key: encode.HeaderOp, Value: []byte(op)},
+		{Key: encode.HeaderNetwork, Value: []byte(strings.Join(nets, "|"))},
+		{Key: encode.HeaderRange, Value: []byte(strings.Join(spans, "|"))},
+		{Key: encode.HeaderStream, Value: []byte(stream)},
 	}
 }
 
 // undoEvent handles an Undo; it reports whether the stream was reopened and
 // the rest of the Apply must be dropped.
-func (r *streamRunner) undoEvent(ctx context.Context, ev reorg.Event) (bool, error) {
+func (r *Stream) undoEvent(ctx context.Context, ev reorg.Event) (bool, error) {
 	if ev.Cause == reorg.CauseRewind {
 		return false, nil
 	}
@@ -637,11 +704,11 @@ func (r *streamRunner) undoEvent(ctx context.Context, ev reorg.Event) (bool, err
 	for _, inv := range ev.Invalidations {
 		depth = max(depth, inv.End-inv.Start+1)
 	}
-	r.deps.metrics.reorgs.WithLabelValues(r.cfg.ID).Inc()
-	r.deps.metrics.reorgDepth.WithLabelValues(r.cfg.ID).Observe(float64(depth))
+	r.deps.Metrics.reorgs.WithLabelValues(r.cfg.ID).Inc()
+	r.deps.Metrics.reorgDepth.WithLabelValues(r.cfg.ID).Observe(float64(depth))
 	r.log.Info("reorg", "invalidations", fmt.Sprint(ev.Invalidations), "first_seq", ev.First, "last_seq", ev.Last,
 		"retract", len(ev.Retract), "abort", ev.Abort, "replay", ev.Replay)
-	r.emit(streamEvent{Kind: "reorg", Detail: fmt.Sprintf("%v: %d committed batch(es) to retract", ev.Invalidations, len(ev.Retract))})
+	r.emit(Event{Kind: "reorg", Detail: fmt.Sprintf("%v: %d committed batch(es) to retract", ev.Invalidations, len(ev.Retract))})
 	if ev.Replay {
 		if err := r.rollback(ctx, "reorg inside the open transaction"); err != nil {
 			return false, err
@@ -659,30 +726,30 @@ func (r *streamRunner) undoEvent(ctx context.Context, ev reorg.Event) (bool, err
 	if err := r.begin(); err != nil {
 		return false, err
 	}
-	u := encode.Undo{Stream: r.cfg.ID, Sequence: ev.Seq, TsMs: r.deps.now().UnixMilli(), Cause: ev.Cause.String(),
+	u := offsets.Undo{Stream: r.cfg.ID, Sequence: ev.Seq, TsMs: r.deps.Now().UnixMilli(), Cause: ev.Cause.String(),
 		FirstSequence: ev.First, LastSequence: ev.Last}
 	for _, inv := range ev.Invalidations {
-		u.Ranges = append(u.Ranges, encode.InvalidatedRange{Network: inv.Network, Start: inv.Start, End: inv.End})
+		u.Ranges = append(u.Ranges, offsets.InvalidatedRange{Network: inv.Network, Start: inv.Start, End: inv.End})
 	}
 	for _, wm := range ev.Retract {
 		b, ok := r.batch(wm.Seq)
 		if !ok {
-			return false, fmt.Errorf("stream %s: the checkpoint's batch log has no batch for watermark %d (%v): %w",
-				r.cfg.ID, wm.Seq, wm.Ranges, errRestart)
+			return false, fmt.Errorf("stream %s: the checkpoint's batch log has no batch for watermark %d (%v)",
+				r.cfg.ID, wm.Seq, wm.Ranges)
 		}
 		n, err := r.retract(ctx, b)
 		if err != nil {
 			return false, err
 		}
 		u.BatchIDs = append(u.BatchIDs, b.ID)
-		r.emit(streamEvent{Kind: "retract", BatchID: b.ID, Ranges: b.Ranges, Rows: n})
+		r.emit(Event{Kind: "retract", BatchID: b.ID, Ranges: b.Ranges, Rows: n})
 	}
-	r.undo = append(r.undo, u)
+	r.txn.undo = append(r.txn.undo, u)
 	return false, nil
 }
 
 // batch finds a committed batch in the checkpoint's log by watermark seq.
-func (r *streamRunner) batch(seq uint64) (offsets.Batch, bool) {
+func (r *Stream) batch(seq uint64) (offsets.Batch, bool) {
 	for _, b := range r.committed.Batches {
 		if b.Seq == seq {
 			return b, true
@@ -693,7 +760,7 @@ func (r *streamRunner) batch(seq uint64) (offsets.Batch, bool) {
 
 // retract reads a committed batch's records back from Kafka and writes its
 // retractions and tombstones into the open transaction.
-func (r *streamRunner) retract(ctx context.Context, b offsets.Batch) (int, error) {
+func (r *Stream) retract(ctx context.Context, b offsets.Batch) (int, error) {
 	if len(b.Spans) == 0 {
 		return 0, nil
 	}
@@ -708,14 +775,14 @@ func (r *streamRunner) retract(ctx context.Context, b offsets.Batch) (int, error
 	headers := recordHeaders(r.cfg.ID, b.ID, "d", b.Ranges)
 	retract := r.cfg.Retraction != "tombstone"
 	tombstone := r.cfg.Retraction != "retract"
-	now := r.deps.now().UnixMilli()
+	now := r.deps.Now().UnixMilli()
 	n := 0
 	for _, recs := range read {
 		for _, rec := range recs {
-			if id, _ := rec.Header(headerBatchID); string(id) != b.ID || rec.Value == nil {
+			if id, _ := rec.Header(encode.HeaderBatchID); string(id) != b.ID || rec.Value == nil {
 				continue
 			}
-			if op, _ := rec.Header(headerOp); string(op) == "d" {
+			if op, _ := rec.Header(encode.HeaderOp); string(op) == "d" {
 				continue
 			}
 			n++
@@ -740,105 +807,150 @@ func (r *streamRunner) retract(ctx context.Context, b offsets.Batch) (int, error
 			return n, r.txnError("producing a tombstone", err)
 		}
 	}
-	r.deps.metrics.retractions.WithLabelValues(r.cfg.ID).Add(float64(n))
+	r.deps.Metrics.retractions.WithLabelValues(r.cfg.ID).Add(float64(n))
 	return n, nil
 }
 
 // commit closes the open transaction at a watermark: control events with
 // the new checkpoint, the Kafka commit, then the checkpoint store.
-func (r *streamRunner) commit(ctx context.Context) error {
-	if err := r.begin(); err != nil {
-		return err
-	}
-	flushed, err := r.prod.Flush(ctx)
-	if err != nil {
-		return r.txnError("flushing the transaction", err)
-	}
-	last := r.pending[len(r.pending)-1].wm
+func (r *Stream) commit(ctx context.Context) error {
+	pending := r.txn.pending
+	last := pending[len(pending)-1].wm
 	if err := r.machine.Commit(last.Seq); err != nil {
 		return fmt.Errorf("stream %s: committing the reorg state: %w", r.cfg.ID, err)
 	}
 	snap := r.machine.Snapshot()
-	batches := r.nextBatchLog(snap, flushed)
-	cp := offsets.Checkpoint{Stream: r.cfg.ID, Version: r.committed.Version + 1, Fingerprint: r.fingerprint,
-		CommittedAt: r.deps.now().UTC(), ControlOffset: r.committed.ControlOffset, Snapshot: snap, Batches: batches}
-	cpBytes, err := offsets.Marshal(cp)
-	if err != nil {
-		return fmt.Errorf("stream %s: encoding the checkpoint: %w", r.cfg.ID, err)
-	}
-	for _, u := range r.undo {
-		if r.ctlBuf, err = r.deps.control.AppendUndo(r.ctlBuf[:0], u); err != nil {
-			return fmt.Errorf("stream %s: encoding an undo event: %w", r.cfg.ID, err)
-		}
-		if err := r.prod.Produce(ctx, sink.Record{Topic: r.deps.controlTopic(), Key: []byte(r.cfg.ID), Value: slices.Clone(r.ctlBuf), Op: "undo"}); err != nil {
-			return r.txnError("producing an undo event", err)
-		}
-	}
 	// The checkpoint rides in the first watermark of a run and then in
-	// every fullEvery-th; the others carry the state it is rebuilt from.
-	full := r.lastFull < 0 || r.sinceFull+1 >= cmp.Or(r.deps.fullEvery, fullEvery)
-	state := &encode.StreamState{Next: snap.Next, Incomplete: snap.Incomplete, BaseOffset: r.lastFull,
-		Retained: make([]uint64, len(snap.Watermarks))}
-	for i, w := range snap.Watermarks {
-		state.Retained[i] = w.Seq
-	}
-	wm := encode.Watermark{Stream: r.cfg.ID, Sequence: last.Seq, TsMs: r.deps.now().UnixMilli(), Cursor: snap.Cursor(), State: state}
-	if full {
-		wm.Checkpoint, state.BaseOffset = cpBytes, -1
-	}
-	for _, p := range r.pending {
-		cb := encode.CommittedBatch{BatchID: p.wm.BatchID, Sequence: p.wm.Seq, Ranges: p.wm.Ranges, Rows: uint64(p.rows)}
-		if g, ok := flushed.Group(p.wm.BatchID); ok {
-			for _, s := range g.Spans {
-				cb.Spans = append(cb.Spans, encode.OffsetSpan{Topic: s.Topic, Partition: s.Partition, First: s.First, Last: s.Last})
-			}
+	// every FullEvery-th; the others carry the state it is rebuilt from.
+	full := r.lastFull < 0 || r.sinceFull+1 >= r.deps.FullEvery
+	res, err := r.commitWith(ctx, r.prod, r.txn.undo, func(flushed sink.Committed) (offsets.Watermark, *offsets.Checkpoint, error) {
+		cp := r.nextCheckpoint(snap, r.nextBatchLog(snap, flushed))
+		state := &offsets.StreamState{Next: snap.Next, Incomplete: snap.Incomplete, BaseOffset: r.lastFull,
+			Retained: make([]uint64, len(snap.Watermarks))}
+		for i, w := range snap.Watermarks {
+			state.Retained[i] = w.Seq
 		}
-		wm.Batches = append(wm.Batches, cb)
-		wm.Rows += uint64(p.rows)
-	}
-	if r.ctlBuf, err = r.deps.control.AppendWatermark(r.ctlBuf[:0], wm); err != nil {
-		return fmt.Errorf("stream %s: encoding a watermark event: %w", r.cfg.ID, err)
-	}
-	if err := r.prod.Produce(ctx, sink.Record{Topic: r.deps.controlTopic(), Key: []byte(r.cfg.ID), Value: slices.Clone(r.ctlBuf), Group: controlGroup, Op: "watermark"}); err != nil {
-		return r.txnError("producing a watermark event", err)
-	}
-	committed, err := r.prod.Commit(ctx)
+		wm := offsets.Watermark{Stream: r.cfg.ID, Sequence: last.Seq, TsMs: r.deps.Now().UnixMilli(), Cursor: snap.Cursor(), State: state}
+		if full {
+			b, err := offsets.Marshal(cp)
+			if err != nil {
+				return wm, nil, fmt.Errorf("encoding the checkpoint: %w", err)
+			}
+			wm.Checkpoint, state.BaseOffset = b, -1
+		}
+		for _, p := range pending {
+			wm.Batches = append(wm.Batches, offsets.CommittedBatch{BatchID: p.wm.BatchID, Sequence: p.wm.Seq, Ranges: p.wm.Ranges,
+				Rows: uint64(p.rows), Spans: groupSpans(flushed, p.wm.BatchID)})
+			wm.Rows += uint64(p.rows)
+		}
+		return wm, &cp, nil
+	})
 	if err != nil {
-		return r.txnError("committing the transaction", err)
+		return err
 	}
-	r.deps.metrics.batchesCommitted.WithLabelValues(r.cfg.ID).Add(float64(len(r.pending)))
-	if g, ok := committed.Group(controlGroup); ok && len(g.Spans) > 0 {
-		cp.ControlOffset = g.Spans[0].Last
-	}
+	r.deps.Metrics.batchesCommitted.WithLabelValues(r.cfg.ID).Add(float64(len(pending)))
 	if full {
-		r.lastFull, r.sinceFull = cp.ControlOffset, 0
+		r.lastFull, r.sinceFull = res.ControlOffset, 0
 	} else {
 		r.sinceFull++
 	}
-	now := r.deps.now()
+	now := r.deps.Now()
 	for _, rg := range last.Ranges {
-		r.deps.metrics.committedBlock.WithLabelValues(r.cfg.ID, rg.Network).Set(float64(rg.End))
+		r.deps.Metrics.committedBlock.WithLabelValues(r.cfg.ID, rg.Network).Set(float64(rg.End))
 		if rg.Timestamp != 0 {
-			r.deps.metrics.behindSource.WithLabelValues(r.cfg.ID, rg.Network).Set(now.Sub(time.Unix(int64(rg.Timestamp), 0)).Seconds())
+			r.deps.Metrics.behindSource.WithLabelValues(r.cfg.ID, rg.Network).Set(now.Sub(time.Unix(int64(rg.Timestamp), 0)).Seconds())
 		}
 	}
-	published := r.pending
-	r.txnOpen, r.pending, r.undo, r.txnRows = false, nil, nil, 0
+	r.txn.reset()
 	r.out.Reset()
 	r.resume = snap.Cursor()
 	r.committedCursor.Store(snap.Cursor())
-	if err := r.storeCheckpoint(ctx, &cp); err != nil {
-		return err
-	}
-	r.committed = cp
 	rows := 0
-	for _, p := range published {
+	for _, p := range pending {
 		rows += p.rows
-		r.emit(streamEvent{Kind: "commit", BatchID: p.wm.BatchID, Ranges: p.wm.Ranges, Rows: p.rows})
+		r.emit(Event{Kind: "commit", BatchID: p.wm.BatchID, Ranges: p.wm.Ranges, Rows: p.rows})
 	}
-	r.log.Debug("committed", "version", cp.Version, "batches", len(published), "rows", rows,
-		"from", fmt.Sprint(published[0].wm.Ranges), "to", fmt.Sprint(last.Ranges), "cursor", cursorText(r.resume), "full", full)
+	r.log.Debug("committed", "version", r.committed.Version, "batches", len(pending), "rows", rows,
+		"from", fmt.Sprint(pending[0].wm.Ranges), "to", fmt.Sprint(last.Ranges), "cursor", cursorText(r.resume), "full", full)
 	return nil
+}
+
+// nextCheckpoint is the checkpoint that follows the committed one.
+func (r *Stream) nextCheckpoint(snap reorg.Snapshot, batches []offsets.Batch) offsets.Checkpoint {
+	return offsets.Checkpoint{Stream: r.cfg.ID, Version: r.committed.Version + 1, Fingerprint: r.fingerprint,
+		CommittedAt: r.deps.Now().UTC(), ControlOffset: r.committed.ControlOffset, Snapshot: snap, Batches: batches}
+}
+
+// groupSpans returns the offset spans of a group of a transaction.
+func groupSpans(c sink.Committed, group string) []offsets.Span {
+	g, ok := c.Group(group)
+	if !ok {
+		return nil
+	}
+	out := make([]offsets.Span, len(g.Spans))
+	for i, s := range g.Spans {
+		out[i] = offsets.Span{Topic: s.Topic, Partition: s.Partition, First: s.First, Last: s.Last}
+	}
+	return out
+}
+
+// commitResult is what commitWith made visible.
+type commitResult struct {
+	// ControlOffset is the control-topic offset of the watermark event.
+	ControlOffset int64
+}
+
+// commitWith is the one commit path of the live stream, the backfill's
+// steps, the hand-over and rewind: in prod's open transaction (begun if
+// none is), after the records already produced, it writes the undo events
+// and the watermark event that build returns for the flushed records'
+// offsets, commits, and, when build returned a checkpoint, stores it with
+// the watermark's control offset (storeCheckpoint) and makes it the
+// committed one.
+func (r *Stream) commitWith(ctx context.Context, prod *sink.Producer, undos []offsets.Undo,
+	build func(flushed sink.Committed) (offsets.Watermark, *offsets.Checkpoint, error)) (commitResult, error) {
+	var cp *offsets.Checkpoint
+	committed, err := prod.CommitWith(ctx, func(flushed sink.Committed) ([]sink.Record, error) {
+		recs := make([]sink.Record, 0, len(undos)+1)
+		key := []byte(r.cfg.ID)
+		for _, u := range undos {
+			v, err := r.deps.Control.AppendUndo(nil, u)
+			if err != nil {
+				return nil, fmt.Errorf("encoding an undo event: %w", err)
+			}
+			recs = append(recs, sink.Record{Topic: r.deps.ControlTopic, Key: key, Value: v, Op: "undo"})
+		}
+		wm, c, err := build(flushed)
+		if err != nil {
+			return nil, err
+		}
+		v, err := r.deps.Control.AppendWatermark(nil, wm)
+		if err != nil {
+			return nil, fmt.Errorf("encoding a watermark event: %w", err)
+		}
+		cp = c
+		return append(recs, sink.Record{Topic: r.deps.ControlTopic, Key: key, Value: v, Group: controlGroup, Op: "watermark"}), nil
+	})
+	if err != nil {
+		if errors.Is(err, sink.ErrFenced) {
+			return commitResult{}, fmt.Errorf("stream %s: committing transaction %s: %w (another instance runs this stream; stop one of them)",
+				r.cfg.ID, prod.TransactionalID(), err)
+		}
+		return commitResult{}, fmt.Errorf("stream %s: committing transaction %s: %w", r.cfg.ID, prod.TransactionalID(), err)
+	}
+	res := commitResult{ControlOffset: offsets.NoOffset}
+	if g, ok := committed.Group(controlGroup); ok && len(g.Spans) > 0 {
+		res.ControlOffset = g.Spans[0].Last
+	}
+	if cp == nil {
+		return res, nil
+	}
+	cp.ControlOffset = res.ControlOffset
+	if err := r.storeCheckpoint(ctx, cp); err != nil {
+		return res, err
+	}
+	r.committed = *cp
+	return res, nil
 }
 
 // storeCheckpoint writes cp to the checkpoint store after its transaction
@@ -846,18 +958,18 @@ func (r *streamRunner) commit(ctx context.Context) error {
 // or a clean stop would leave the store behind Kafka. A failed write keeps
 // the previous version in cp (the next commit follows it): Kafka holds the
 // truth and the next start repairs the store. A fenced write is fatal.
-func (r *streamRunner) storeCheckpoint(ctx context.Context, cp *offsets.Checkpoint) error {
+func (r *Stream) storeCheckpoint(ctx context.Context, cp *offsets.Checkpoint) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	err := r.deps.store.Commit(sctx, *cp)
+	err := r.deps.Store.Commit(sctx, *cp)
 	cancel()
 	if err == nil {
-		r.deps.metrics.checkpointTime.WithLabelValues(r.cfg.ID).Set(float64(cp.CommittedAt.UnixMilli()) / 1000)
+		r.deps.Metrics.checkpointTime.WithLabelValues(r.cfg.ID).Set(float64(cp.CommittedAt.UnixMilli()) / 1000)
 		return nil
 	}
 	if errors.Is(err, offsets.ErrFenced) {
 		return fmt.Errorf("stream %s: storing the checkpoint: %w (another instance runs this stream; stop one of them)", r.cfg.ID, err)
 	}
-	r.deps.metrics.checkpointErrors.WithLabelValues(r.cfg.ID).Inc()
+	r.deps.Metrics.checkpointErrors.WithLabelValues(r.cfg.ID).Inc()
 	r.log.Warn("storing the checkpoint failed; Kafka has it and the next start repairs the store", "err", err)
 	cp.Version = r.committed.Version
 	return nil
@@ -865,7 +977,7 @@ func (r *streamRunner) storeCheckpoint(ctx context.Context, cp *offsets.Checkpoi
 
 // nextBatchLog is the retained batch log after a commit: every batch whose
 // watermark the committed snapshot still retains.
-func (r *streamRunner) nextBatchLog(snap reorg.Snapshot, flushed sink.Committed) []offsets.Batch {
+func (r *Stream) nextBatchLog(snap reorg.Snapshot, flushed sink.Committed) []offsets.Batch {
 	keep := make(map[uint64]bool, len(snap.Watermarks))
 	for _, w := range snap.Watermarks {
 		keep[w.Seq] = true
@@ -876,32 +988,25 @@ func (r *streamRunner) nextBatchLog(snap reorg.Snapshot, flushed sink.Committed)
 			out = append(out, b)
 		}
 	}
-	for _, p := range r.pending {
-		if !keep[p.wm.Seq] {
-			continue
+	for _, p := range r.txn.pending {
+		if keep[p.wm.Seq] {
+			out = append(out, offsets.Batch{Seq: p.wm.Seq, ID: p.wm.BatchID, Ranges: p.wm.Ranges, Spans: groupSpans(flushed, p.wm.BatchID)})
 		}
-		b := offsets.Batch{Seq: p.wm.Seq, ID: p.wm.BatchID, Ranges: p.wm.Ranges}
-		if g, ok := flushed.Group(p.wm.BatchID); ok {
-			for _, s := range g.Spans {
-				b.Spans = append(b.Spans, offsets.Span{Topic: s.Topic, Partition: s.Partition, First: s.First, Last: s.Last})
-			}
-		}
-		out = append(out, b)
 	}
 	return out
 }
 
-func (r *streamRunner) abort(ctx context.Context, why string) error {
-	if !r.txnOpen {
-		r.pending, r.undo, r.dirty = nil, nil, false
+// abort aborts the open transaction, if any, and empties its log.
+func (r *Stream) abort(ctx context.Context, why string) error {
+	open := r.prod.Stats().Open
+	rows := r.txn.rows
+	r.txn.reset()
+	r.out.Reset()
+	if !open {
 		return nil
 	}
-	r.log.Info("aborting the open transaction", "reason", why, "rows", r.txnRows)
-	r.txnOpen, r.pending, r.undo, r.dirty, r.txnRows = false, nil, nil, false, 0
-	clear(r.rowOffset)
-	err := r.prod.Abort(ctx)
-	r.out.Reset()
-	if err != nil {
+	r.log.Info("aborting the open transaction", "reason", why, "rows", rows)
+	if err := r.prod.Abort(ctx); err != nil {
 		return r.txnError("aborting a transaction", err)
 	}
 	return nil
@@ -909,7 +1014,7 @@ func (r *streamRunner) abort(ctx context.Context, why string) error {
 
 // rollback aborts the open transaction and returns the reorg state to the
 // last commit; the source resumes from the committed cursor.
-func (r *streamRunner) rollback(ctx context.Context, why string) error {
+func (r *Stream) rollback(ctx context.Context, why string) error {
 	if err := r.abort(ctx, why); err != nil {
 		return err
 	}
@@ -921,10 +1026,10 @@ func (r *streamRunner) rollback(ctx context.Context, why string) error {
 
 // shutdown finishes on SIGINT/SIGTERM: commit the open transaction when it
 // ends at a watermark, abort it otherwise; the checkpoint follows a commit.
-func (r *streamRunner) shutdown(ctx context.Context) error {
+func (r *Stream) shutdown(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if r.txnOpen && len(r.pending) > 0 && !r.dirty {
+	if len(r.txn.pending) > 0 && !r.txn.dirty {
 		if err := r.commit(dctx); err != nil {
 			return fmt.Errorf("committing the last transaction at shutdown: %w", err)
 		}
@@ -938,18 +1043,18 @@ func (r *streamRunner) shutdown(ctx context.Context) error {
 // pollHead sets amp_bridge_behind_head_blocks every HeadPollInterval until
 // ctx ends. Of the run loop's state it reads only committedCursor, which
 // the loop publishes atomically after every commit.
-func (r *streamRunner) pollHead(ctx context.Context) {
+func (r *Stream) pollHead(ctx context.Context) {
 	t := time.NewTicker(r.cfg.HeadPollInterval)
 	defer t.Stop()
 	for {
-		heads, err := r.deps.heads(ctx, r.cfg.SQL)
+		heads, err := r.deps.Heads(ctx, r.cfg.SQL)
 		if err != nil && ctx.Err() == nil {
 			r.log.Debug("polling Amp's synced head", "err", err)
 		}
 		if c, _ := r.committedCursor.Load().(reorg.Cursor); c != nil {
 			for net, head := range heads {
 				if p, ok := c[net]; ok {
-					r.deps.metrics.behindHead.WithLabelValues(r.cfg.ID, net).Set(max(0, float64(head)-float64(p.Number)))
+					r.deps.Metrics.behindHead.WithLabelValues(r.cfg.ID, net).Set(max(0, float64(head)-float64(p.Number)))
 				}
 			}
 		}
@@ -961,156 +1066,46 @@ func (r *streamRunner) pollHead(ctx context.Context) {
 	}
 }
 
-func (r *streamRunner) setReady(ok bool) {
-	if r.deps.ready != nil {
-		r.deps.ready(r.cfg.ID, ok)
+func (r *Stream) setReady(ok bool) {
+	if r.deps.Ready != nil {
+		r.deps.Ready(r.cfg.ID, ok)
 	}
 }
 
-func (r *streamRunner) emit(e streamEvent) {
-	if r.deps.events == nil {
+func (r *Stream) emit(e Event) {
+	if r.deps.Events == nil {
 		return
 	}
 	e.Stream = r.cfg.ID
-	r.deps.events(e)
+	r.deps.Events(e)
 }
 
-// controlReader reads the control topic for offsets.Recover.
-type controlReader struct {
+// controlLog reads the control topic through the sink's reader for
+// offsets.Control.
+type controlLog struct {
 	reader *sink.Reader
-	codec  *encode.ControlCodec
 	topic  string
 }
 
-var _ offsets.ControlReader = (*controlReader)(nil)
+var _ offsets.ControlLog = controlLog{}
 
-// NewestState returns the stream's state after its newest committed live
-// watermark at or after offset from: the checkpoint that event carries, or,
-// for an event that carries only its state, the checkpoint of the event at
-// its base offset rolled forward through the watermarks since
-// (offsets.RollForward). Backfill watermarks are not the live stream's.
-func (c *controlReader) NewestState(ctx context.Context, stream string, from int64) (*offsets.ControlState, error) {
-	start := from
-	if start == offsets.NoOffset {
-		start = 0
-	}
-	hist, err := c.history(ctx, stream, start)
-	if err != nil {
-		return nil, err
-	}
-	for i := len(hist) - 1; i >= 0; i-- {
-		w := hist[i].ev.Watermark
-		if w == nil || w.Backfill != nil || (len(w.Checkpoint) == 0 && w.State == nil) {
-			continue
-		}
-		if len(w.Checkpoint) == 0 && w.State.BaseOffset < start {
-			// The checkpoint is older than from: read from there.
-			if hist, err = c.history(ctx, stream, w.State.BaseOffset); err != nil {
-				return nil, err
-			}
-			if i = lastLiveWatermark(hist); i < 0 {
-				return nil, fmt.Errorf("control topic %s: the stream's events vanished between two reads", c.topic)
-			}
-		}
-		st, err := stateAt(hist, i)
-		if err != nil {
-			return nil, fmt.Errorf("control topic %s: %w", c.topic, err)
-		}
-		return &st, nil
-	}
-	return nil, nil
-}
-
-// history returns the stream's committed control events at offsets at or
-// after from, oldest first.
-func (c *controlReader) history(ctx context.Context, stream string, from int64) ([]controlHistory, error) {
-	hist, _, err := c.historyRead(ctx, stream, from)
-	return hist, err
-}
-
-// historyRead is history that also returns the read's bounds (its Records
-// are not kept).
-func (c *controlReader) historyRead(ctx context.Context, stream string, from int64) ([]controlHistory, sink.ControlRead, error) {
+// ReadControl implements offsets.ControlLog.
+func (c controlLog) ReadControl(ctx context.Context, from int64) (offsets.ControlPage, error) {
 	read, err := c.reader.ReadControl(ctx, c.topic, from)
-	if err != nil {
-		return nil, read, fmt.Errorf("reading control topic %s: %w", c.topic, err)
+	page := offsets.ControlPage{Start: read.Start, End: read.End, Truncated: read.Truncated,
+		Records: make([]offsets.ControlRecord, len(read.Records))}
+	for i, rec := range read.Records {
+		page.Records[i] = offsets.ControlRecord{Offset: rec.Offset, Key: rec.Key, Value: rec.Value}
 	}
-	hist, err := c.decodeHistory(stream, read)
-	read.Records = nil
-	return hist, read, err
+	return page, err
 }
 
-func (c *controlReader) decodeHistory(stream string, read sink.ControlRead) ([]controlHistory, error) {
-	var hist []controlHistory
-	for _, rec := range read.Records {
-		if string(rec.Key) != stream || rec.Value == nil {
-			continue
-		}
-		ev, err := c.codec.Decode(rec.Value)
-		if err != nil {
-			return nil, fmt.Errorf("decoding control event at %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
-		}
-		if (ev.Watermark != nil && ev.Watermark.Stream != stream) || (ev.Undo != nil && ev.Undo.Stream != stream) {
-			continue
-		}
-		hist = append(hist, controlHistory{offset: rec.Offset, ev: ev})
-	}
-	return hist, nil
+// NewControl returns the control topic read through reader.
+func NewControl(reader *sink.Reader, codec *offsets.ControlCodec, topic string) *offsets.Control {
+	return offsets.NewControl(controlLog{reader: reader, topic: topic}, codec, topic)
 }
 
-// lastLiveWatermark returns the index of the newest live watermark that
-// carries a checkpoint or a state, or -1.
-func lastLiveWatermark(hist []controlHistory) int {
-	for i := len(hist) - 1; i >= 0; i-- {
-		if w := hist[i].ev.Watermark; w != nil && w.Backfill == nil && (len(w.Checkpoint) > 0 || w.State != nil) {
-			return i
-		}
-	}
-	return -1
-}
-
-// stateAt returns the stream's state after the live watermark hist[i]: its
-// checkpoint, or the checkpoint of the event at its base offset rolled
-// forward through the live watermarks up to it.
-func stateAt(hist []controlHistory, i int) (offsets.ControlState, error) {
-	w := hist[i].ev.Watermark
-	if len(w.Checkpoint) > 0 {
-		st, err := offsets.ControlStateOf(w.Checkpoint, hist[i].offset)
-		if err != nil {
-			return offsets.ControlState{}, err
-		}
-		return *st, nil
-	}
-	b := slices.IndexFunc(hist[:i], func(h controlHistory) bool { return h.offset == w.State.BaseOffset })
-	if b < 0 || hist[b].ev.Watermark == nil || len(hist[b].ev.Watermark.Checkpoint) == 0 {
-		return offsets.ControlState{}, fmt.Errorf("the watermark at offset %d refers to the checkpoint at offset %d, "+
-			"which is not a committed watermark of the stream with a checkpoint: the control topic was truncated or rewritten",
-			hist[i].offset, w.State.BaseOffset)
-	}
-	base, err := offsets.ControlStateOf(hist[b].ev.Watermark.Checkpoint, hist[b].offset)
-	if err != nil {
-		return offsets.ControlState{}, err
-	}
-	var deltas []offsets.Delta
-	for _, h := range hist[b+1 : i+1] {
-		d := h.ev.Watermark
-		if d == nil || d.Backfill != nil || d.State == nil {
-			continue
-		}
-		delta := offsets.Delta{Offset: h.offset, Retained: d.State.Retained, Next: d.State.Next, Incomplete: d.State.Incomplete}
-		for _, cb := range d.Batches {
-			delta.Batches = append(delta.Batches, offsetsBatch(cb))
-		}
-		deltas = append(deltas, delta)
-	}
-	return offsets.RollForward(*base, deltas)
-}
-
-// offsetsBatch converts a watermark event's batch to the checkpoint's form.
-func offsetsBatch(cb encode.CommittedBatch) offsets.Batch {
-	b := offsets.Batch{Seq: cb.Sequence, ID: cb.BatchID, Ranges: cb.Ranges}
-	for _, s := range cb.Spans {
-		b.Spans = append(b.Spans, offsets.Span{Topic: s.Topic, Partition: s.Partition, First: s.First, Last: s.Last})
-	}
-	return b
+// control returns the stream's control topic, read through its reader.
+func (r *Stream) control() *offsets.Control {
+	return NewControl(r.reader, r.deps.Control, r.deps.ControlTopic)
 }

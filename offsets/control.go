@@ -1,6 +1,7 @@
-package encode
+package offsets
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -31,22 +32,14 @@ func (k ControlKind) String() string {
 	return fmt.Sprintf("ControlKind(%d)", uint8(k))
 }
 
-// OffsetSpan is the range of data-topic offsets holding a batch's records
-// on one partition, both ends inclusive.
-type OffsetSpan struct {
-	Topic     string
-	Partition int32
-	First     int64
-	Last      int64
-}
-
-// CommittedBatch is one batch listed by a Watermark.
+// CommittedBatch is one batch listed by a Watermark: a Batch of the
+// checkpoint's log and the number of its rows.
 type CommittedBatch struct {
 	BatchID  string
 	Sequence uint64
 	Ranges   []reorg.BlockRange
 	Rows     uint64
-	Spans    []OffsetSpan
+	Spans    []Span
 }
 
 // Watermark is the control event written in the transaction that commits
@@ -129,8 +122,7 @@ type ControlEvent struct {
 // encoding, so a reader tells them apart by fingerprint and needs no
 // registry. It is safe for concurrent use.
 type ControlCodec struct {
-	wm, undo     *goavro.Codec
-	wmFP, undoFP uint64
+	wm, undo *goavro.Codec
 }
 
 // NewControlCodec compiles the embedded control-event schemas.
@@ -143,8 +135,7 @@ func NewControlCodec() (*ControlCodec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compiling undo.avsc: %w", err)
 	}
-	return &ControlCodec{wm: wm, undo: undo,
-		wmFP: CRC64Avro([]byte(wm.CanonicalSchema())), undoFP: CRC64Avro([]byte(undo.CanonicalSchema()))}, nil
+	return &ControlCodec{wm: wm, undo: undo}, nil
 }
 
 // Schema returns the Avro schema text of a control event kind.
@@ -257,11 +248,9 @@ func (c *ControlCodec) AppendWatermark(dst []byte, w Watermark) ([]byte, error) 
 	}
 	native := map[string]any{"stream": w.Stream, "sequence": seq, "ts_ms": w.TsMs, "cursor": cursor, "batches": batches,
 		"rows": rows, "checkpoint": nonNilBytes(w.Checkpoint), "backfill": backfill, "state": state}
-	mark := len(dst)
-	dst = Framing{kind: framingSingleObject, fingerprint: c.wmFP}.AppendHeader(dst)
-	out, err := c.wm.BinaryFromNative(dst, native)
+	out, err := c.wm.SingleFromNative(dst, native)
 	if err != nil {
-		return dst[:mark], fmt.Errorf("encoding watermark: %w", err)
+		return dst, fmt.Errorf("encoding watermark: %w", err)
 	}
 	return out, nil
 }
@@ -297,47 +286,42 @@ func (c *ControlCodec) AppendUndo(dst []byte, u Undo) ([]byte, error) {
 	}
 	native := map[string]any{"stream": u.Stream, "sequence": longs[0], "ts_ms": u.TsMs, "cause": u.Cause,
 		"batch_ids": ids, "ranges": ranges, "first_sequence": longs[1], "last_sequence": longs[2]}
-	mark := len(dst)
-	dst = Framing{kind: framingSingleObject, fingerprint: c.undoFP}.AppendHeader(dst)
-	out, err := c.undo.BinaryFromNative(dst, native)
+	out, err := c.undo.SingleFromNative(dst, native)
 	if err != nil {
-		return dst[:mark], fmt.Errorf("encoding undo: %w", err)
+		return dst, fmt.Errorf("encoding undo: %w", err)
 	}
 	return out, nil
 }
 
-// Decode decodes a control event written by AppendWatermark or AppendUndo.
+// Decode decodes a control event written by AppendWatermark or AppendUndo
+// (Avro single-object encoding, told apart by the schema fingerprint).
 func (c *ControlCodec) Decode(b []byte) (ControlEvent, error) {
-	f, body, err := ParseHeader(b)
-	if err != nil {
-		return ControlEvent{}, fmt.Errorf("decoding control event: %w", err)
-	}
-	fp, ok := f.SchemaFingerprint()
-	switch {
-	case ok && fp == c.wmFP:
-		native, rest, err := c.wm.NativeFromBinary(body)
-		if err != nil {
-			return ControlEvent{}, fmt.Errorf("decoding watermark: %w", err)
-		}
+	native, rest, err := c.wm.NativeFromSingle(b)
+	if err == nil {
 		if len(rest) > 0 {
-			return ControlEvent{}, fmt.Errorf("decoding watermark: %w: %d trailing bytes", ErrMalformed, len(rest))
+			return ControlEvent{}, fmt.Errorf("decoding watermark: %w: %d trailing bytes", ErrMalformedEvent, len(rest))
 		}
 		w, err := watermarkFromNative(native.(map[string]any))
 		if err != nil {
 			return ControlEvent{}, fmt.Errorf("decoding watermark: %w", err)
 		}
 		return ControlEvent{Kind: ControlWatermark, Watermark: w}, nil
-	case ok && fp == c.undoFP:
-		native, rest, err := c.undo.NativeFromBinary(body)
-		if err != nil {
-			return ControlEvent{}, fmt.Errorf("decoding undo: %w", err)
-		}
-		if len(rest) > 0 {
-			return ControlEvent{}, fmt.Errorf("decoding undo: %w: %d trailing bytes", ErrMalformed, len(rest))
-		}
-		return ControlEvent{Kind: ControlUndo, Undo: undoFromNative(native.(map[string]any))}, nil
 	}
-	return ControlEvent{}, fmt.Errorf("decoding control event: %w", &UnknownSchemaError{Framing: f})
+	var wrong goavro.ErrWrongCodec
+	if !errors.As(err, &wrong) {
+		return ControlEvent{}, fmt.Errorf("decoding control event: %w: %w", ErrMalformedEvent, err)
+	}
+	native, rest, err = c.undo.NativeFromSingle(b)
+	if errors.As(err, &wrong) {
+		return ControlEvent{}, fmt.Errorf("decoding control event: %w: schema fingerprint %#016x is neither the watermark's nor the undo's", ErrMalformedEvent, uint64(wrong))
+	}
+	if err != nil {
+		return ControlEvent{}, fmt.Errorf("decoding undo: %w: %w", ErrMalformedEvent, err)
+	}
+	if len(rest) > 0 {
+		return ControlEvent{}, fmt.Errorf("decoding undo: %w: %d trailing bytes", ErrMalformedEvent, len(rest))
+	}
+	return ControlEvent{Kind: ControlUndo, Undo: undoFromNative(native.(map[string]any))}, nil
 }
 
 func rangeFromNative(m map[string]any) (reorg.BlockRange, error) {
@@ -398,7 +382,7 @@ func watermarkFromNative(m map[string]any) (*Watermark, error) {
 		}
 		for _, sv := range bm["spans"].([]any) {
 			sm := sv.(map[string]any)
-			b.Spans = append(b.Spans, OffsetSpan{Topic: sm["topic"].(string), Partition: sm["partition"].(int32),
+			b.Spans = append(b.Spans, Span{Topic: sm["topic"].(string), Partition: sm["partition"].(int32),
 				First: sm["first"].(int64), Last: sm["last"].(int64)})
 		}
 		w.Batches = append(w.Batches, b)
@@ -425,4 +409,9 @@ func nonNilBytes(b []byte) []byte {
 		return []byte{}
 	}
 	return b
+}
+
+// Batch returns the batch as the checkpoint's batch log holds it.
+func (cb CommittedBatch) Batch() Batch {
+	return Batch{Seq: cb.Sequence, ID: cb.BatchID, Ranges: cb.Ranges, Spans: cb.Spans}
 }

@@ -1,10 +1,10 @@
-package main
+package ops
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -16,16 +16,15 @@ import (
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/pipeline"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
 )
 
-// errVerifyFailed is returned when verify found differences.
-var errVerifyFailed = errors.New("verification found differences")
-
-// verifyReport is the outcome of comparing a topic with Amp.
-type verifyReport struct {
+// VerifyReport is the outcome of comparing a topic with Amp.
+type VerifyReport struct {
 	Stream     string
 	Topic      string
 	UpToBlock  uint64
@@ -43,35 +42,30 @@ type verifyReport struct {
 }
 
 // OK reports whether the topic equals Amp's answer.
-func (v verifyReport) OK() bool {
+func (v VerifyReport) OK() bool {
 	return v.Missing == 0 && v.Extra == 0 && v.Duplicated == 0 && v.Unretracted == 0
 }
 
-func (v verifyReport) print(w io.Writer) {
-	fmt.Fprintf(w, "verify %s (topic %s, blocks up to %d): %d records read, %d rows retracted\n",
-		v.Stream, v.Topic, v.UpToBlock, v.Records, v.Retracted)
-	fmt.Fprintf(w, "  expected %d rows: %d matching, %d missing, %d extra, %d duplicated, %d unretracted\n",
-		v.Expected, v.Matching, v.Missing, v.Extra, v.Duplicated, v.Unretracted)
-	for _, d := range v.Diffs {
-		fmt.Fprintf(w, "  %s\n", d)
-	}
-	if v.OK() {
-		fmt.Fprintln(w, "  verdict: OK (nothing missing, nothing extra, nothing duplicated)")
-	} else {
-		fmt.Fprintln(w, "  verdict: DIFFERENCES FOUND")
-	}
-}
-
-// verifier compares a stream's data topic with a fresh batch query.
-type verifier struct {
-	amp      *source.Client
-	reader   *sink.Reader
-	control  *encode.ControlCodec
-	ctlTopic string
-	registry *encode.Registry
-	// canonicalWait is how long checkCanonical waits for Amp to send a
-	// range after the committed cursor.
-	canonicalWait time.Duration
+// Verifier compares a stream's data topic with a fresh batch query at Amp.
+// It connects to Amp, Kafka (a reader) and the registry, through what its
+// fields hold.
+type Verifier struct {
+	// Amp runs the batch query of the expected rows.
+	Amp *source.Client
+	// Reader reads the data and control topics read_committed.
+	Reader *sink.Reader
+	// Control decodes the control topic's events.
+	Control *offsets.ControlCodec
+	// ControlTopic is the control topic's name.
+	ControlTopic string
+	// Registry resolves Confluent schema ids; nil for single-object
+	// encoding.
+	Registry *encode.Registry
+	// Version is the bridge version (it names the encoder's schemas).
+	Version string
+	// CanonicalWait is how long Verify waits for Amp to send a range after
+	// the committed cursor (default 3s).
+	CanonicalWait time.Duration
 }
 
 // rowState is a row present in the topic, by (batch id, row index).
@@ -81,15 +75,20 @@ type rowState struct {
 	row   string // canonical JSON of the row
 }
 
-func (v *verifier) verify(ctx context.Context, sc config.StreamConfig, version string) (verifyReport, error) {
-	rep := verifyReport{Stream: sc.ID}
+// Verify consumes stream sc's data topic read_committed, applies its
+// retractions and tombstones, and compares the rows left with a fresh
+// batch query of the same SQL at Amp over the blocks the stream has
+// committed.
+func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyReport, error) {
+	version := v.Version
+	rep := VerifyReport{Stream: sc.ID}
 	// Where the stream has committed to: the newest watermark's cursor.
 	cursor, err := v.committedCursor(ctx, sc.ID)
 	if err != nil {
 		return rep, err
 	}
 	if len(cursor) == 0 {
-		return rep, fmt.Errorf("stream %s has committed nothing yet (no watermark in control topic %s)", sc.ID, v.ctlTopic)
+		return rep, fmt.Errorf("stream %s has committed nothing yet (no watermark in control topic %s)", sc.ID, v.ControlTopic)
 	}
 	if len(cursor) != 1 {
 		return rep, fmt.Errorf("stream %s spans networks %v; verify compares single-network streams only", sc.ID, cursor.Networks())
@@ -106,14 +105,14 @@ func (v *verifier) verify(ctx context.Context, sc config.StreamConfig, version s
 	}
 	rep.UpToBlock = upTo
 	if !handover {
-		if err := v.checkCanonical(ctx, sc.SQL, cursor, v.canonicalWait); err != nil {
+		if err := v.checkCanonical(ctx, sc.SQL, cursor, cmp.Or(v.CanonicalWait, 3*time.Second)); err != nil {
 			return rep, err
 		}
 	}
 	if rep.Topic, err = sc.TopicName(cursor.Networks()); err != nil {
 		return rep, err
 	}
-	schema, err := v.amp.Schema(ctx, sc.SQL)
+	schema, err := v.Amp.Schema(ctx, sc.SQL)
 	if err != nil {
 		return rep, fmt.Errorf("planning the stream's SQL at Amp: %w", err)
 	}
@@ -125,10 +124,10 @@ func (v *verifier) verify(ctx context.Context, sc config.StreamConfig, version s
 	if err != nil {
 		return rep, err
 	}
-	codecs := newCodecCache(enc.Schemas().Value, v.registry)
+	codecs := newCodecCache(enc.Schemas().Value, v.Registry)
 
 	// Replay the topic: inserts, retractions, tombstones.
-	records, err := v.reader.ReadTopic(ctx, rep.Topic)
+	records, err := v.Reader.ReadTopic(ctx, rep.Topic)
 	if err != nil {
 		return rep, err
 	}
@@ -136,7 +135,7 @@ func (v *verifier) verify(ctx context.Context, sc config.StreamConfig, version s
 	batchRanges := map[string][]reorg.BlockRange{}
 	for _, rec := range records {
 		rep.Records++
-		batch := string(hdr(rec, headerBatchID))
+		batch := string(hdr(rec, encode.HeaderBatchID))
 		if rec.Value == nil { // tombstone: the whole batch (batch-key mode)
 			for k, s := range live {
 				if s.batch == string(rec.Key) || s.batch == batch {
@@ -180,7 +179,7 @@ func (v *verifier) verify(ctx context.Context, sc config.StreamConfig, version s
 		// The stream publishes nothing before its backfill's start.
 		q += fmt.Sprintf(" AND amp_verify._block_num >= %d", sc.Backfill.From)
 	}
-	qs, err := v.amp.Query(ctx, q)
+	qs, err := v.Amp.Query(ctx, q)
 	if err != nil {
 		return rep, fmt.Errorf("querying Amp for the expected rows: %w", err)
 	}
@@ -256,7 +255,7 @@ func (v *verifier) verify(ctx context.Context, sc config.StreamConfig, version s
 	return rep, nil
 }
 
-func (v *verifyReport) addDiff(format string, args ...any) {
+func (v *VerifyReport) addDiff(format string, args ...any) {
 	if len(v.Diffs) < 10 {
 		v.Diffs = append(v.Diffs, fmt.Sprintf(format, args...))
 	}
@@ -288,8 +287,8 @@ func hdr(rec sink.ReadRecord, key string) []byte {
 // parseRangeHeader reads amp-network and amp-range ("start-end", joined
 // with "|") back into ranges (hashes are not in headers).
 func parseRangeHeader(rec sink.ReadRecord) []reorg.BlockRange {
-	nets := strings.Split(string(hdr(rec, headerNetwork)), "|")
-	spans := strings.Split(string(hdr(rec, headerRange)), "|")
+	nets := strings.Split(string(hdr(rec, encode.HeaderNetwork)), "|")
+	spans := strings.Split(string(hdr(rec, encode.HeaderRange)), "|")
 	var out []reorg.BlockRange
 	for i := range min(len(nets), len(spans)) {
 		var r reorg.BlockRange
@@ -302,43 +301,35 @@ func parseRangeHeader(rec sink.ReadRecord) []reorg.BlockRange {
 }
 
 // committedCursor returns the cursor of the stream's newest committed
-// watermark in the control topic (newest first: one decode in the common
-// case).
-func (v *verifier) committedCursor(ctx context.Context, stream string) (reorg.Cursor, error) {
-	read, err := v.reader.ReadControl(ctx, v.ctlTopic, 0)
+// watermark in the control topic.
+func (v *Verifier) committedCursor(ctx context.Context, stream string) (reorg.Cursor, error) {
+	ctl := pipeline.NewControl(v.Reader, v.Control, v.ControlTopic)
+	hist, _, err := ctl.History(ctx, stream, 0)
 	if err != nil {
-		return nil, fmt.Errorf("reading control topic %s: %w", v.ctlTopic, err)
+		return nil, err
 	}
-	for i := len(read.Records) - 1; i >= 0; i-- {
-		rec := read.Records[i]
-		if string(rec.Key) != stream || rec.Value == nil {
-			continue
-		}
-		ev, err := v.control.Decode(rec.Value)
-		if err != nil {
-			return nil, fmt.Errorf("decoding control event at %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
-		}
-		if ev.Watermark != nil && ev.Watermark.Stream == stream && len(ev.Watermark.Cursor) > 0 {
-			return ev.Watermark.Cursor, nil
+	for i := len(hist) - 1; i >= 0; i-- {
+		if w := hist[i].Event.Watermark; w != nil && len(w.Cursor) > 0 {
+			return w.Cursor, nil
 		}
 	}
 	return nil, nil
 }
 
-// errChainMoved means Amp's chain reorganised at or below the stream's
+// ErrChainMoved means Amp's chain reorganised at or below the stream's
 // last committed block after the bridge committed it: the topic cannot
 // match a fresh query until the bridge has seen the reorg and retracted.
-var errChainMoved = errors.New("the chain reorganised below the last committed block")
+var ErrChainMoved = errors.New("the chain reorganised below the last committed block")
 
 // checkCanonical asks Amp whether the committed cursor is still on the
 // canonical chain: a stream resumed from it starts right after it when it
 // is, and at or before it when the chain reorganised (amp-protocol.md §3.2).
 // A server with nothing newer sends nothing; after wait the cursor counts as
 // canonical.
-func (v *verifier) checkCanonical(ctx context.Context, sql string, cursor reorg.Cursor, wait time.Duration) error {
+func (v *Verifier) checkCanonical(ctx context.Context, sql string, cursor reorg.Cursor, wait time.Duration) error {
 	sctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	st, err := v.amp.Stream(sctx, sql, func() reorg.Cursor { return cursor })
+	st, err := v.Amp.Stream(sctx, sql, func() reorg.Cursor { return cursor })
 	if err != nil {
 		if sctx.Err() != nil && ctx.Err() == nil {
 			return nil
@@ -363,7 +354,7 @@ func (v *verifier) checkCanonical(ctx context.Context, sql string, cursor reorg.
 			if p, ok := cursor[r.Network]; ok && r.Start <= p.Number {
 				return fmt.Errorf("%w: Amp now resumes at block %d, at or before the committed block %d of %s; "+
 					"the running bridge retracts the replaced rows when it sees the reorg: verify again once it has caught up",
-					errChainMoved, r.Start, p.Number, r.Network)
+					ErrChainMoved, r.Start, p.Number, r.Network)
 			}
 		}
 		return nil
@@ -480,51 +471,4 @@ func canonical(v any) string {
 		return fmt.Sprintf("%v", v)
 	}
 	return string(b)
-}
-
-func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
-	streamID := fs.String("stream", "", "stream to verify (default: every stream)")
-	b, err := openFromFlags(ctx, fs, args, stderr, true)
-	if err != nil {
-		return err
-	}
-	defer b.close()
-	return b.verify(ctx, *streamID, stdout)
-}
-
-// verify verifies one stream (or all when id is empty) and prints reports.
-func (b *bridge) verify(ctx context.Context, id string, stdout io.Writer) error {
-	reader, err := sink.NewReader(ctx, b.kafka, sink.Deps{Logger: b.log})
-	if err != nil {
-		return err
-	}
-	defer reader.Close()
-	wait := b.verifyWait
-	if wait <= 0 {
-		wait = 3 * time.Second
-	}
-	v := &verifier{amp: b.amp, reader: reader, control: b.control, ctlTopic: b.cfg.Kafka.ControlTopic, registry: b.registry,
-		canonicalWait: wait}
-	failed := false
-	found := false
-	for _, sc := range b.cfg.Streams {
-		if id != "" && sc.ID != id {
-			continue
-		}
-		found = true
-		rep, err := v.verify(ctx, sc, buildVersion())
-		if err != nil {
-			return fmt.Errorf("verifying stream %s: %w", sc.ID, err)
-		}
-		rep.print(stdout)
-		failed = failed || !rep.OK()
-	}
-	if !found {
-		return fmt.Errorf("no stream %q in the configuration", id)
-	}
-	if failed {
-		return errVerifyFailed
-	}
-	return nil
 }

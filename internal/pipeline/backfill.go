@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"cmp"
@@ -45,10 +45,6 @@ import (
 //     watermark event, then to the checkpoint store, and the live stream
 //     starts from it with op c.
 
-// errBackfillWait marks a backfill that cannot start yet because Amp has
-// not synced far enough; the stream retries after a pause.
-var errBackfillWait = errors.New("waiting for Amp to sync further")
-
 // backfillPlan is the work of one backfill run.
 type backfillPlan struct {
 	network string
@@ -67,7 +63,7 @@ func isFresh(cp offsets.Checkpoint) bool {
 
 // backfill runs the stream's backfill to the end and commits the hand-over
 // checkpoint into r.committed.
-func (r *streamRunner) backfill(ctx context.Context) error {
+func (r *Stream) backfill(ctx context.Context) error {
 	plan, err := r.planBackfill(ctx)
 	if err != nil {
 		return err
@@ -95,7 +91,7 @@ func (r *streamRunner) backfill(ctx context.Context) error {
 		}
 	}
 	r.backfillLeft.Store(left)
-	r.deps.metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(float64(left))
+	r.deps.Metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(float64(left))
 	r.log.Info("backfill", "network", plan.network, "from", plan.from, "to", plan.end, "partitions", len(plan.parts),
 		"partitions_to_run", len(queue), "workers", len(workers), "column", plan.column)
 	close(queue)
@@ -118,7 +114,7 @@ func (r *streamRunner) backfill(ctx context.Context) error {
 
 // planBackfill checks the block column, probes Amp for the synced range,
 // fixes the backfill's span and partitions, and prepares the data topic.
-func (r *streamRunner) planBackfill(ctx context.Context) (*backfillPlan, error) {
+func (r *Stream) planBackfill(ctx context.Context) (*backfillPlan, error) {
 	bf := r.cfg.Backfill
 	plan := &backfillPlan{column: bf.Column}
 	if err := checkBlockColumn(r.schema, bf.Column); err != nil {
@@ -140,8 +136,8 @@ func (r *streamRunner) planBackfill(ctx context.Context) (*backfillPlan, error) 
 	plan.end = limit
 	if bf.To != 0 {
 		if bf.To > limit {
-			return nil, fmt.Errorf("stream %s: backfill.to %d is not yet %d blocks (handover_margin) below the head Amp has synced, %d: %w",
-				r.cfg.ID, bf.To, bf.HandoverMargin, synced.End, errBackfillWait)
+			return nil, fmt.Errorf("stream %s: backfill.to %d is not yet %d blocks (handover_margin) below the head Amp has synced, %d; waiting for Amp to sync further",
+				r.cfg.ID, bf.To, bf.HandoverMargin, synced.End)
 		}
 		plan.end = bf.To
 	}
@@ -174,7 +170,7 @@ func checkBlockColumn(s *arrow.Schema, col string) error {
 // probeSynced runs the partition query of an empty span: no rows, and the
 // completion batch's ranges are the synced range of the query's tables
 // (amp-protocol.md §2.6). The backfill supports one network.
-func (r *streamRunner) probeSynced(ctx context.Context, col string) (reorg.BlockRange, error) {
+func (r *Stream) probeSynced(ctx context.Context, col string) (reorg.BlockRange, error) {
 	sql, err := source.PartitionSQL(r.cfg.SQL, col, 0, 0)
 	if err != nil {
 		return reorg.BlockRange{}, fmt.Errorf("config streams (%s).sql: %w: %w", r.cfg.ID, err, config.ErrInvalid)
@@ -185,7 +181,7 @@ func (r *streamRunner) probeSynced(ctx context.Context, col string) (reorg.Block
 	}
 	switch len(ranges) {
 	case 0:
-		return reorg.BlockRange{}, fmt.Errorf("stream %s: Amp has no synced data for the query's tables yet: %w", r.cfg.ID, errBackfillWait)
+		return reorg.BlockRange{}, fmt.Errorf("stream %s: Amp has no synced data for the query's tables yet; waiting for Amp to sync", r.cfg.ID)
 	case 1:
 		return ranges[0], nil
 	default:
@@ -200,8 +196,8 @@ func (r *streamRunner) probeSynced(ctx context.Context, col string) (reorg.Block
 
 // runQuery runs a batch query, hands each result batch to fn (which must
 // not keep it) and returns the completion batch's ranges and the rows seen.
-func (r *streamRunner) runQuery(ctx context.Context, sql string, fn func(arrow.RecordBatch) error) ([]reorg.BlockRange, int, error) {
-	q, err := r.deps.amp.Query(ctx, sql)
+func (r *Stream) runQuery(ctx context.Context, sql string, fn func(arrow.RecordBatch) error) ([]reorg.BlockRange, int, error) {
+	q, err := r.deps.Amp.Query(ctx, sql)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -218,7 +214,7 @@ func (r *streamRunner) runQuery(ctx context.Context, sql string, fn func(arrow.R
 		}
 		if env.Batch != nil && env.Batch.NumRows() > 0 {
 			rows += int(env.Batch.NumRows())
-			r.deps.metrics.polled.WithLabelValues(r.cfg.ID).Add(float64(env.Batch.NumRows()))
+			r.deps.Metrics.polled.WithLabelValues(r.cfg.ID).Add(float64(env.Batch.NumRows()))
 			if err := fn(env.Batch); err != nil {
 				env.Release()
 				return nil, rows, err
@@ -234,31 +230,29 @@ func (r *streamRunner) runQuery(ctx context.Context, sql string, fn func(arrow.R
 // backfillDone returns the blocks the stream's committed backfill watermark
 // events cover, merged. A partition record of the checkpoint store that
 // claims more is refused: the control topic lost events.
-func (r *streamRunner) backfillDone(ctx context.Context) ([]source.BlockSpan, error) {
-	hist, err := (&controlReader{reader: r.reader, codec: r.deps.control, topic: r.deps.controlTopic()}).history(ctx, r.cfg.ID, offsets.NoOffset)
+func (r *Stream) backfillDone(ctx context.Context) ([]source.BlockSpan, error) {
+	hist, _, err := r.control().History(ctx, r.cfg.ID, offsets.NoOffset)
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: reading the backfill's progress: %w", r.cfg.ID, err)
 	}
 	done := backfilledSpans(hist)
-	if ps, ok := r.deps.store.(offsets.PartitionStore); ok {
-		recs, err := ps.Partitions(ctx, r.cfg.ID)
-		if err != nil {
-			return nil, fmt.Errorf("stream %s: reading the backfill's partition records: %w", r.cfg.ID, err)
+	recs, err := r.deps.Store.Partitions(ctx, r.cfg.ID)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: reading the backfill's partition records: %w", r.cfg.ID, err)
+	}
+	for _, p := range recs {
+		claimed := source.BlockSpan{From: p.From, To: p.From}
+		switch {
+		case p.Done:
+			claimed.To = p.To
+		case p.Last != nil:
+			claimed.To = p.Last.Number + 1
 		}
-		for _, p := range recs {
-			claimed := source.BlockSpan{From: p.From, To: p.From}
-			switch {
-			case p.Done:
-				claimed.To = p.To
-			case p.Last != nil:
-				claimed.To = p.Last.Number + 1
-			}
-			if claimed.Len() > 0 && len(subtractSpans(claimed, done)) > 0 {
-				return nil, fmt.Errorf("stream %s: the checkpoint store records backfill partition [%d, %d) as published up to block %d, "+
-					"but the control topic %s has no committed event for some of those blocks: the control topic was truncated or recreated. "+
-					"The bridge will not publish them again blindly; restore the control topic, or start over under a new stream id: %w",
-					r.cfg.ID, p.From, p.To, claimed.To-1, r.deps.controlTopic(), offsets.ErrStoreAhead)
-			}
+		if claimed.Len() > 0 && len(subtractSpans(claimed, done)) > 0 {
+			return nil, fmt.Errorf("stream %s: the checkpoint store records backfill partition [%d, %d) as published up to block %d, "+
+				"but the control topic %s has no committed event for some of those blocks: the control topic was truncated or recreated. "+
+				"The bridge will not publish them again blindly; restore the control topic, or start over under a new stream id: %w",
+				r.cfg.ID, p.From, p.To, claimed.To-1, r.deps.ControlTopic, offsets.ErrStoreAhead)
 		}
 	}
 	return done, nil
@@ -271,11 +265,10 @@ func (r *streamRunner) backfillDone(ctx context.Context) ([]source.BlockSpan, er
 // may hold a previous instance's transaction. The ids are per worker, not
 // per partition: the partitions move with the head Amp has synced at each
 // start, the workers' ids do not (unless backfill.workers is lowered).
-func (r *streamRunner) fenceBackfillWorkers(ctx context.Context) error {
-	deps := r.deps.sinkDeps
-	deps.Stream = r.cfg.ID
+func (r *Stream) fenceBackfillWorkers(ctx context.Context) error {
+	deps := r.sinkDeps()
 	for k := range r.cfg.Backfill.Workers {
-		prod, err := sink.NewProducer(ctx, r.deps.kafka, fmt.Sprintf("%s.backfill.%d", r.cfg.ID, k), deps)
+		prod, err := sink.NewProducer(ctx, r.deps.Kafka, fmt.Sprintf("%s.backfill.%d", r.cfg.ID, k), deps)
 		if err != nil {
 			return fmt.Errorf("stream %s: starting the producer of backfill worker %d: %w", r.cfg.ID, k, err)
 		}
@@ -285,7 +278,7 @@ func (r *streamRunner) fenceBackfillWorkers(ctx context.Context) error {
 }
 
 // closeBackfillWorkers closes the backfill workers' producers.
-func (r *streamRunner) closeBackfillWorkers(ctx context.Context) {
+func (r *Stream) closeBackfillWorkers(ctx context.Context) {
 	for _, p := range r.bfProds {
 		if err := p.Close(context.WithoutCancel(ctx)); err != nil {
 			r.log.Warn("closing a backfill producer", "txn_id", p.TransactionalID(), "err", err)
@@ -295,7 +288,7 @@ func (r *streamRunner) closeBackfillWorkers(ctx context.Context) {
 }
 
 // newBackfillWorker returns worker k: its producer and an encoder.
-func (r *streamRunner) newBackfillWorker(plan *backfillPlan, prod *sink.Producer, k int) (*backfillWorker, error) {
+func (r *Stream) newBackfillWorker(plan *backfillPlan, prod *sink.Producer, k int) (*backfillWorker, error) {
 	enc, err := encode.NewEncoder(r.encCfg, r.schema)
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: compiling the encoder of backfill worker %d: %w", r.cfg.ID, k, err)
@@ -306,7 +299,7 @@ func (r *streamRunner) newBackfillWorker(plan *backfillPlan, prod *sink.Producer
 
 // backfillWorker publishes partitions, one step per transaction.
 type backfillWorker struct {
-	r    *streamRunner
+	r    *Stream
 	plan *backfillPlan
 	prod *sink.Producer
 	enc  *encode.Encoder
@@ -352,7 +345,7 @@ func (w *backfillWorker) step(ctx context.Context, s source.BlockSpan, last bool
 	synced, _, err := r.runQuery(ctx, sql, func(rec arrow.RecordBatch) error {
 		before := w.out.Len()
 		meta := encode.BatchMeta{Op: encode.OpRead, Snapshot: true, Ranges: ranges, BatchID: batchID,
-			TsMs: r.deps.now().UnixMilli(), RowOffset: int64(rows)}
+			TsMs: r.deps.Now().UnixMilli(), RowOffset: int64(rows)}
 		if err := w.enc.Encode(rec, meta, &w.out); err != nil {
 			return fmt.Errorf("stream %s: encoding backfill batch %s (blocks %s): %w", r.cfg.ID, batchID, s, err)
 		}
@@ -378,41 +371,25 @@ func (w *backfillWorker) step(ctx context.Context, s source.BlockSpan, last bool
 		}
 		return fmt.Errorf("stream %s: backfill partition %s, blocks %s: %w", r.cfg.ID, w.part, s, err)
 	}
-	flushed, err := w.prod.Flush(ctx)
-	if err != nil {
-		return w.txnError("flushing a backfill transaction", err)
-	}
-	cb := encode.CommittedBatch{BatchID: batchID, Ranges: ranges, Rows: uint64(rows)}
-	if g, ok := flushed.Group(batchID); ok {
-		for _, sp := range g.Spans {
-			cb.Spans = append(cb.Spans, encode.OffsetSpan{Topic: sp.Topic, Partition: sp.Partition, First: sp.First, Last: sp.Last})
-		}
-	}
-	wm := encode.Watermark{Stream: r.cfg.ID, TsMs: r.deps.now().UnixMilli(), Cursor: reorg.Cursor{}, Rows: uint64(rows),
-		Batches: []encode.CommittedBatch{cb}, Backfill: &encode.BackfillPartition{From: w.part.From, To: w.part.To}}
-	ctl, err := r.deps.control.AppendWatermark(nil, wm)
-	if err != nil {
-		return fmt.Errorf("stream %s: encoding a backfill watermark event: %w", r.cfg.ID, err)
-	}
-	if err := w.prod.Produce(ctx, sink.Record{Topic: r.deps.controlTopic(), Key: []byte(r.cfg.ID), Value: ctl, Op: "watermark"}); err != nil {
-		return w.txnError("producing a backfill watermark event", err)
-	}
-	if _, err := w.prod.Commit(ctx); err != nil {
-		return w.txnError("committing a backfill transaction", err)
+	part := &offsets.BackfillPartition{From: w.part.From, To: w.part.To}
+	if _, err := r.commitWith(ctx, w.prod, nil, func(flushed sink.Committed) (offsets.Watermark, *offsets.Checkpoint, error) {
+		cb := offsets.CommittedBatch{BatchID: batchID, Ranges: ranges, Rows: uint64(rows), Spans: groupSpans(flushed, batchID)}
+		return offsets.Watermark{Stream: r.cfg.ID, TsMs: r.deps.Now().UnixMilli(), Cursor: reorg.Cursor{}, Rows: uint64(rows),
+			Batches: []offsets.CommittedBatch{cb}, Backfill: part}, nil, nil
+	}); err != nil {
+		return fmt.Errorf("backfill partition %s: %w", w.part, err)
 	}
 	w.out.Reset()
-	r.deps.metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(float64(r.backfillLeft.Add(^(s.Len() - 1))))
-	r.emit(streamEvent{Kind: "backfill", BatchID: batchID, Ranges: ranges, Rows: rows})
-	if ps, ok := r.deps.store.(offsets.PartitionStore); ok {
-		rec := offsets.Partition{Stream: r.cfg.ID, From: w.part.From, To: w.part.To, Done: last,
-			Last: &reorg.Point{Number: s.To - 1}, UpdatedAt: r.deps.now().UTC()}
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		err := ps.SavePartition(sctx, rec)
-		cancel()
-		if err != nil {
-			// Kafka holds the truth; the record only reports progress.
-			r.log.Warn("recording backfill progress in the checkpoint store", "partition", w.part.String(), "err", err)
-		}
+	r.deps.Metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(float64(r.backfillLeft.Add(^(s.Len() - 1))))
+	r.emit(Event{Kind: "backfill", BatchID: batchID, Ranges: ranges, Rows: rows})
+	rec := offsets.Partition{Stream: r.cfg.ID, From: w.part.From, To: w.part.To, Done: last,
+		Last: &reorg.Point{Number: s.To - 1}, UpdatedAt: r.deps.Now().UTC()}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	err = r.deps.Store.SavePartition(sctx, rec)
+	cancel()
+	if err != nil {
+		// Kafka holds the truth; the record only reports progress.
+		r.log.Warn("recording backfill progress in the checkpoint store", "partition", w.part.String(), "err", err)
 	}
 	return nil
 }
@@ -439,51 +416,32 @@ func checkSynced(synced []reorg.BlockRange, network string, s source.BlockSpan) 
 
 // handover commits the hand-over checkpoint: in a watermark event of the
 // stream's own producer, then to the checkpoint store.
-func (r *streamRunner) handover(ctx context.Context, network string, end uint64) error {
+func (r *Stream) handover(ctx context.Context, network string, end uint64) error {
 	snap := reorg.NewHandover(map[string]uint64{network: end})
-	cp := offsets.Checkpoint{Stream: r.cfg.ID, Version: r.committed.Version + 1, Fingerprint: r.fingerprint,
-		CommittedAt: r.deps.now().UTC(), ControlOffset: r.committed.ControlOffset, Snapshot: snap, Batches: []offsets.Batch{}}
-	cpBytes, err := offsets.Marshal(cp)
+	cp := r.nextCheckpoint(snap, []offsets.Batch{})
+	res, err := r.commitWith(ctx, r.prod, nil, func(sink.Committed) (offsets.Watermark, *offsets.Checkpoint, error) {
+		b, err := offsets.Marshal(cp)
+		if err != nil {
+			return offsets.Watermark{}, nil, fmt.Errorf("encoding the hand-over checkpoint: %w", err)
+		}
+		return offsets.Watermark{Stream: r.cfg.ID, TsMs: r.deps.Now().UnixMilli(), Cursor: snap.Cursor(), Checkpoint: b}, &cp, nil
+	})
 	if err != nil {
-		return fmt.Errorf("stream %s: encoding the hand-over checkpoint: %w", r.cfg.ID, err)
+		return fmt.Errorf("committing the hand-over: %w", err)
 	}
-	if err := r.prod.Begin(); err != nil {
-		return r.txnError("beginning the hand-over transaction", err)
-	}
-	r.txnOpen = true
-	wm := encode.Watermark{Stream: r.cfg.ID, TsMs: r.deps.now().UnixMilli(), Cursor: snap.Cursor(), Checkpoint: cpBytes}
-	if r.ctlBuf, err = r.deps.control.AppendWatermark(r.ctlBuf[:0], wm); err != nil {
-		return fmt.Errorf("stream %s: encoding the hand-over watermark event: %w", r.cfg.ID, err)
-	}
-	if err := r.prod.Produce(ctx, sink.Record{Topic: r.deps.controlTopic(), Key: []byte(r.cfg.ID), Value: slices.Clone(r.ctlBuf),
-		Group: controlGroup, Op: "watermark"}); err != nil {
-		return r.txnError("producing the hand-over watermark event", err)
-	}
-	committed, err := r.prod.Commit(ctx)
-	if err != nil {
-		return r.txnError("committing the hand-over transaction", err)
-	}
-	r.txnOpen = false
-	if g, ok := committed.Group(controlGroup); ok && len(g.Spans) > 0 {
-		cp.ControlOffset = g.Spans[0].Last
-		r.lastFull, r.sinceFull = cp.ControlOffset, 0
-	}
-	if err := r.storeCheckpoint(ctx, &cp); err != nil {
-		return err
-	}
-	r.committed = cp
-	r.deps.metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(0)
+	r.lastFull, r.sinceFull = res.ControlOffset, 0
+	r.deps.Metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(0)
 	r.log.Info("backfill done: the live stream starts at the first block not backfilled", "network", network, "block", end)
-	r.emit(streamEvent{Kind: "handover", Detail: fmt.Sprintf("%s: live from block %d", network, end)})
+	r.emit(Event{Kind: "handover", Detail: fmt.Sprintf("%s: live from block %d", network, end)})
 	return nil
 }
 
 // backfilledSpans returns the blocks the backfill watermarks of hist
 // record as published, merged and sorted.
-func backfilledSpans(hist []controlHistory) []source.BlockSpan {
+func backfilledSpans(hist []offsets.HistoryEvent) []source.BlockSpan {
 	var spans []source.BlockSpan
 	for _, h := range hist {
-		if w := h.ev.Watermark; w != nil && w.Backfill != nil {
+		if w := h.Event.Watermark; w != nil && w.Backfill != nil {
 			for _, b := range w.Batches {
 				for _, rg := range b.Ranges {
 					spans = append(spans, source.BlockSpan{From: rg.Start, To: rg.End + 1})
@@ -533,4 +491,14 @@ func mergeSpans(spans []source.BlockSpan) []source.BlockSpan {
 		out = append(out, s)
 	}
 	return out
+}
+
+// BackfillEnd returns the first block after what the backfill watermarks
+// of hist record as published (ok false when there are none).
+func BackfillEnd(hist []offsets.HistoryEvent) (uint64, bool) {
+	bf := backfilledSpans(hist)
+	if len(bf) == 0 {
+		return 0, false
+	}
+	return bf[len(bf)-1].To, true
 }
