@@ -88,10 +88,7 @@ func newBridge(ctx context.Context, cfg *config.Config, log *slog.Logger) (*brid
 		}
 		b.store = fs
 	default:
-		rc := cfg.Checkpoint.Redis
-		rs, err := offsets.NewRedisStore(ctx, offsets.RedisConfig{Addr: rc.Addr, Username: rc.Username, Password: string(rc.Password),
-			DB: rc.DB, KeyPrefix: rc.KeyPrefix + ":", TLS: offsets.RedisTLS{Enabled: rc.TLS.Enabled, CAFile: rc.TLS.CAFile,
-				CertFile: rc.TLS.CertFile, KeyFile: rc.TLS.KeyFile, ServerName: rc.TLS.ServerName}}, log.With("component", "offsets"))
+		rs, err := offsets.NewRedisStore(ctx, cfg.Redis(), log.With("component", "offsets"))
 		if err != nil {
 			b.close()
 			return nil, fmt.Errorf("connecting to the Redis checkpoint store: %w", err)
