@@ -295,7 +295,8 @@ func (c Config) Validate() error {
 		bad("fetch_max_bytes", "%d must be >= 1024", c.FetchMaxBytes)
 	}
 	if c.MetricsNamespace == "" {
-		bad("metrics_namespace", "empty; set e.g. %q", "amp_bridge")
+		// No configuration key sets it: the dashboards and alerts name the metrics.
+		errs = append(errs, fmt.Errorf("sink.Config.MetricsNamespace is empty; set e.g. %q", "amp_bridge"))
 	}
 	if err := c.TLS.Validate("kafka.tls"); err != nil {
 		errs = append(errs, err)
