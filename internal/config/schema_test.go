@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/tlsconfig"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
@@ -429,5 +428,4 @@ func TestEditDistance(t *testing.T) {
 	}{{"", "", 0}, {"kafka.broker", "kafka.brokers", 1}, {"partitons", "partitions", 1}, {"abc", "", 3}, {"kitten", "sitting", 3}} {
 		assert.Equal(t, tt.want, editDistance(tt.a, tt.b), fmt.Sprintf("%s/%s", tt.a, tt.b))
 	}
-	_ = encode.EnvelopeFlat
 }
