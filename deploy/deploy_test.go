@@ -430,8 +430,17 @@ func TestSystemdUnitVerifies(t *testing.T) {
 func TestSystemdEnvExample(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("systemd", "bridge.env.example"))
 	require.NoError(t, err)
-	src, err := os.ReadFile(filepath.Join(repoRoot(t), "internal", "config", "config.go"))
+	files, err := filepath.Glob(filepath.Join(repoRoot(t), "internal", "config", "*.go"))
 	require.NoError(t, err)
+	var src []byte
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		src = append(src, b...)
+	}
 	re := regexp.MustCompile(`(?m)^(BRIDGE_[A-Z0-9_]+)=`)
 	ms := re.FindAllStringSubmatch(string(b), -1)
 	require.NotEmpty(t, ms)

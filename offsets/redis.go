@@ -3,13 +3,10 @@ package offsets
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/tlsconfig"
 )
 
 // Defaults of RedisConfig.
@@ -58,20 +57,9 @@ type RedisConfig struct {
 	MaxRetries int `yaml:"max_retries"`
 }
 
-// RedisTLS configures TLS to Redis.
-type RedisTLS struct {
-	// Enabled turns TLS on; the other fields need it.
-	Enabled bool `yaml:"enabled"`
-	// CAFile is a PEM file of CAs to trust instead of the system pool.
-	CAFile string `yaml:"ca_file"`
-	// CertFile and KeyFile are a PEM client certificate and key (mTLS);
-	// both or neither.
-	CertFile string `yaml:"cert_file"`
-	// KeyFile is the PEM key of CertFile.
-	KeyFile string `yaml:"key_file"`
-	// ServerName overrides the name verified in the server certificate.
-	ServerName string `yaml:"server_name"`
-}
+// RedisTLS configures TLS to Redis: the bridge's one TLS setting, loaded
+// by tlsconfig.Load.
+type RedisTLS = tlsconfig.Config
 
 // LogValue implements slog.LogValuer without the password.
 func (c RedisConfig) LogValue() slog.Value {
@@ -79,6 +67,13 @@ func (c RedisConfig) LogValue() slog.Value {
 		slog.String("addr", c.Addr), slog.String("username", c.Username),
 		slog.Bool("password_set", c.Password != ""), slog.Int("db", c.DB),
 		slog.String("key_prefix", c.KeyPrefix), slog.Bool("tls", c.TLS.Enabled))
+}
+
+// DefaultRedisConfig returns the documented defaults; Addr must still be
+// set. The bridge's checkpoint.redis keys take their defaults from it.
+func DefaultRedisConfig() RedisConfig {
+	return RedisConfig{KeyPrefix: DefaultKeyPrefix, DialTimeout: DefaultDialTimeout, ReadTimeout: DefaultReadTimeout,
+		WriteTimeout: DefaultWriteTimeout, MaxRetries: DefaultMaxRetries}
 }
 
 // withDefaults fills unset fields.
@@ -105,56 +100,26 @@ func (c RedisConfig) withDefaults() RedisConfig {
 func (c RedisConfig) Validate() error {
 	var errs []error
 	if _, _, err := net.SplitHostPort(c.Addr); c.Addr == "" || err != nil {
-		errs = append(errs, fmt.Errorf("redis addr %q: want host:port, e.g. 127.0.0.1:6379", c.Addr))
+		errs = append(errs, fmt.Errorf("checkpoint.redis.addr %q: want host:port, e.g. 127.0.0.1:6379", c.Addr))
 	}
 	if c.DB < 0 {
-		errs = append(errs, fmt.Errorf("redis db %d: want 0 or more", c.DB))
+		errs = append(errs, fmt.Errorf("checkpoint.redis.db %d: want 0 or more", c.DB))
 	}
 	if strings.ContainsAny(c.KeyPrefix, "{} \t\r\n") {
-		errs = append(errs, fmt.Errorf("redis key_prefix %q: must not contain braces or white space (the stream id is added as a {hash tag})", c.KeyPrefix))
+		errs = append(errs, fmt.Errorf("checkpoint.redis.key_prefix %q: must not contain braces or white space (the stream id is added as a {hash tag})", c.KeyPrefix))
 	}
 	for name, d := range map[string]time.Duration{"dial_timeout": c.DialTimeout, "read_timeout": c.ReadTimeout, "write_timeout": c.WriteTimeout} {
 		if d < 0 {
-			errs = append(errs, fmt.Errorf("redis %s %s: want 0 (default) or more", name, d))
+			errs = append(errs, fmt.Errorf("checkpoint.redis.%s %s: want 0 (default) or more", name, d))
 		}
 	}
 	if c.MaxRetries < -1 {
-		errs = append(errs, fmt.Errorf("redis max_retries %d: want -1 (none), 0 (default) or more", c.MaxRetries))
+		errs = append(errs, fmt.Errorf("checkpoint.redis.max_retries %d: want -1 (none), 0 (default) or more", c.MaxRetries))
 	}
-	t := c.TLS
-	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "") {
-		errs = append(errs, errors.New("redis tls.ca_file/cert_file/key_file/server_name are set but tls.enabled is false: enable TLS or remove them"))
-	}
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		errs = append(errs, errors.New("redis tls.cert_file and tls.key_file: set both for a client certificate, or neither"))
+	if err := c.TLS.Validate("checkpoint.redis.tls"); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-func (t RedisTLS) config() (*tls.Config, error) {
-	if !t.Enabled {
-		return nil, nil
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading redis tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("reading redis tls.ca_file %s: no PEM certificate in it", t.CAFile)
-		}
-		cfg.RootCAs = pool
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("loading redis tls.cert_file/key_file: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
 }
 
 // commitScript is the one atomic compare-and-set of a commit. KEYS[1] is the
@@ -213,7 +178,7 @@ func NewRedisStore(ctx context.Context, cfg RedisConfig, log *slog.Logger) (*Red
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("offsets: validating redis config: %w", err)
 	}
-	tlsCfg, err := cfg.TLS.config()
+	tlsCfg, err := tlsconfig.Load("checkpoint.redis.tls", cfg.TLS)
 	if err != nil {
 		return nil, fmt.Errorf("offsets: %w", err)
 	}

@@ -25,14 +25,14 @@ func TestRedisConfigValidate(t *testing.T) {
 		{name: "minimal", cfg: RedisConfig{Addr: "127.0.0.1:6379"}},
 		{name: "full", cfg: RedisConfig{Addr: "redis:6380", Username: "bridge", Password: "p", DB: 2, KeyPrefix: "prod:amp:",
 			TLS: RedisTLS{Enabled: true, CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem", ServerName: "redis"}}},
-		{name: "no addr", cfg: RedisConfig{}, errContains: `redis addr "": want host:port`},
-		{name: "addr without port", cfg: RedisConfig{Addr: "localhost"}, errContains: `redis addr "localhost": want host:port`},
-		{name: "negative db", cfg: RedisConfig{Addr: "a:1", DB: -1}, errContains: "redis db -1: want 0 or more"},
+		{name: "no addr", cfg: RedisConfig{}, errContains: `checkpoint.redis.addr "": want host:port`},
+		{name: "addr without port", cfg: RedisConfig{Addr: "localhost"}, errContains: `checkpoint.redis.addr "localhost": want host:port`},
+		{name: "negative db", cfg: RedisConfig{Addr: "a:1", DB: -1}, errContains: "checkpoint.redis.db -1: want 0 or more"},
 		{name: "prefix with brace", cfg: RedisConfig{Addr: "a:1", KeyPrefix: "x{"}, errContains: "must not contain braces"},
-		{name: "negative timeout", cfg: RedisConfig{Addr: "a:1", ReadTimeout: -time.Second}, errContains: "redis read_timeout -1s"},
-		{name: "bad retries", cfg: RedisConfig{Addr: "a:1", MaxRetries: -2}, errContains: "redis max_retries -2"},
+		{name: "negative timeout", cfg: RedisConfig{Addr: "a:1", ReadTimeout: -time.Second}, errContains: "checkpoint.redis.read_timeout -1s"},
+		{name: "bad retries", cfg: RedisConfig{Addr: "a:1", MaxRetries: -2}, errContains: "checkpoint.redis.max_retries -2"},
 		{name: "tls files without tls", cfg: RedisConfig{Addr: "a:1", TLS: RedisTLS{CAFile: "ca.pem"}}, errContains: "tls.enabled is false"},
-		{name: "cert without key", cfg: RedisConfig{Addr: "a:1", TLS: RedisTLS{Enabled: true, CertFile: "c.pem"}}, errContains: "set both"},
+		{name: "cert without key", cfg: RedisConfig{Addr: "a:1", TLS: RedisTLS{Enabled: true, CertFile: "c.pem"}}, errContains: "set together"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,8 +1,6 @@
 package sink
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"github.com/twmb/franz-go/plugin/kslog"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/tlsconfig"
 )
 
 // Delivery selects the delivery guarantee of a Producer.
@@ -56,21 +56,8 @@ const (
 )
 
 // TLSConfig configures TLS (and mutual TLS when CertFile/KeyFile are set) to
-// the brokers.
-type TLSConfig struct {
-	// Enabled turns TLS on. The other fields are ignored when false.
-	Enabled bool
-	// CAFile is a PEM bundle of CAs to trust; empty uses the system pool.
-	CAFile string
-	// CertFile and KeyFile are the client certificate and key (PEM) for
-	// mutual TLS; both or neither.
-	CertFile string
-	KeyFile  string
-	// ServerName overrides the name verified in the broker certificates.
-	ServerName string
-	// InsecureSkipVerify disables certificate verification (tests only).
-	InsecureSkipVerify bool
-}
+// the brokers: the bridge's one TLS setting, loaded by tlsconfig.Load.
+type TLSConfig = tlsconfig.Config
 
 // SASLConfig configures SASL authentication. Password is a secret: it is
 // redacted by String, GoString and LogValue. Load it from the environment or
@@ -146,7 +133,7 @@ type Config struct {
 	// (delivery.timeout.ms; default 30s). A record that times out fails its
 	// transaction.
 	DeliveryTimeout time.Duration
-	// Compression is none, lz4 (default), zstd, snappy or gzip.
+	// Compression is none, lz4, zstd (default), snappy or gzip.
 	Compression Compression
 	// Linger is how long a partition waits for more records before sending
 	// (default 5ms; 0 sends as soon as possible).
@@ -183,7 +170,7 @@ func DefaultConfig() Config {
 		TransactionTimeout:    30 * time.Second,
 		EndTxnTimeout:         30 * time.Second,
 		DeliveryTimeout:       30 * time.Second,
-		Compression:           CompressionLZ4,
+		Compression:           CompressionZstd,
 		Linger:                5 * time.Millisecond,
 		BatchMaxBytes:         1 << 20,
 		MaxBufferedBytes:      64 << 20,
@@ -308,12 +295,13 @@ func (c Config) Validate() error {
 		bad("fetch_max_bytes", "%d must be >= 1024", c.FetchMaxBytes)
 	}
 	if c.MetricsNamespace == "" {
-		bad("metrics_namespace", "empty; set e.g. %q", "amp_bridge")
+		// No configuration key sets it: the dashboards and alerts name the metrics.
+		errs = append(errs, fmt.Errorf("sink.Config.MetricsNamespace is empty; set e.g. %q", "amp_bridge"))
+	}
+	if err := c.TLS.Validate("kafka.tls"); err != nil {
+		errs = append(errs, err)
 	}
 	if c.TLS.Enabled {
-		if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
-			bad("tls", "cert_file and key_file must be set together for mutual TLS")
-		}
 		for _, f := range [...]struct{ field, path string }{
 			{"tls.ca_file", c.TLS.CAFile}, {"tls.cert_file", c.TLS.CertFile}, {"tls.key_file", c.TLS.KeyFile},
 		} {
@@ -324,8 +312,6 @@ func (c Config) Validate() error {
 				bad(f.field, "cannot read %q: %v", f.path, err)
 			}
 		}
-	} else if c.TLS.CAFile != "" || c.TLS.CertFile != "" || c.TLS.KeyFile != "" {
-		bad("tls", "ca_file/cert_file/key_file are set but tls.enabled is false; enable TLS or remove them")
 	}
 	switch c.SASL.Mechanism {
 	case "":
@@ -375,7 +361,7 @@ func (c Config) clientOpts(logger *slog.Logger) ([]kgo.Opt, error) {
 		kgo.WithLogger(kslog.New(logger)),
 	}
 	if c.TLS.Enabled {
-		tc, err := c.TLS.load()
+		tc, err := tlsconfig.Load("kafka.tls", c.TLS)
 		if err != nil {
 			return nil, err
 		}
@@ -390,31 +376,4 @@ func (c Config) clientOpts(logger *slog.Logger) ([]kgo.Opt, error) {
 		opts = append(opts, kgo.SASL(scram.Auth{User: c.SASL.Username, Pass: c.SASL.Password}.AsSha512Mechanism()))
 	}
 	return opts, nil
-}
-
-func (t TLSConfig) load() (*tls.Config, error) {
-	tc := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         t.ServerName,
-		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // opt-in for tests, documented on the field
-	}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading kafka.tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("parsing kafka.tls.ca_file %q: no PEM certificates found", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("loading kafka.tls.cert_file/key_file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }

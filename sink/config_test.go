@@ -54,7 +54,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "read timeout", mut: func(c *Config) { c.ReadTimeout = 0 }, errContains: []string{"kafka.read_timeout"}},
 		{name: "read timeout below txn timeout", mut: func(c *Config) { c.ReadTimeout = 20 * time.Second }, errContains: []string{"kafka.read_timeout", "must exceed transaction_timeout"}},
 		{name: "fetch bytes", mut: func(c *Config) { c.FetchMaxBytes = 1 }, errContains: []string{"kafka.fetch_max_bytes"}},
-		{name: "namespace", mut: func(c *Config) { c.MetricsNamespace = "" }, errContains: []string{"kafka.metrics_namespace"}},
+		{name: "namespace", mut: func(c *Config) { c.MetricsNamespace = "" }, errContains: []string{"MetricsNamespace"}},
 		{name: "mtls half", mut: func(c *Config) { c.TLS = TLSConfig{Enabled: true, CertFile: pem} }, errContains: []string{"kafka.tls", "together"}},
 		{name: "tls missing file", mut: func(c *Config) { c.TLS = TLSConfig{Enabled: true, CAFile: filepath.Join(dir, "nope.pem")} }, errContains: []string{"kafka.tls.ca_file", "nope.pem"}},
 		{name: "tls files without enabled", mut: func(c *Config) { c.TLS = TLSConfig{CAFile: pem} }, errContains: []string{"tls.enabled is false"}},

@@ -254,7 +254,7 @@ func NewProducer(ctx context.Context, cfg Config, id string, deps Deps) (*Produc
 		p.log.Warn("SASL PLAIN without TLS sends the password in clear text; enable kafka.tls")
 	}
 	if cfg.TLS.InsecureSkipVerify {
-		p.log.Warn("kafka.tls.insecure_skip_verify is on: broker certificates are not verified")
+		p.log.Warn("TLS InsecureSkipVerify is on (tests only): broker certificates are not verified")
 	}
 
 	p.cl, err = kgo.NewClient(opts...)

@@ -2,13 +2,10 @@ package source
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -23,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/tlsconfig"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 )
 
@@ -73,7 +71,7 @@ func New(cfg Config, deps Deps) (*Client, error) {
 	}
 	creds := insecure.NewCredentials()
 	if cfg.TLS.Enabled {
-		tc, err := loadTLS(cfg.TLS)
+		tc, err := tlsconfig.Load("amp.tls", cfg.TLS)
 		if err != nil {
 			return nil, err
 		}
@@ -110,29 +108,6 @@ func New(cfg Config, deps Deps) (*Client, error) {
 		c.rand = rand.Float64
 	}
 	return c, nil
-}
-
-func loadTLS(tc TLSConfig) (*tls.Config, error) {
-	out := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: tc.ServerName}
-	if tc.CAFile != "" {
-		pem, err := os.ReadFile(tc.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading source.tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("reading source.tls.ca_file %s: no PEM certificate found", tc.CAFile)
-		}
-		out.RootCAs = pool
-	}
-	if tc.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(tc.CertFile, tc.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("loading source.tls.cert_file/key_file: %w", err)
-		}
-		out.Certificates = []tls.Certificate{cert}
-	}
-	return out, nil
 }
 
 // Close closes the gRPC connection. Close the client's streams first; a

@@ -631,7 +631,7 @@ func TestTokenNeverLogged(t *testing.T) {
 }
 
 // TestLargeMessage: a FlightData above grpc-go's 4 MiB default receive limit
-// is received with the client's default 32 MiB limit, even when it is larger
+// is received with the client's default 64 MiB limit, even when it is larger
 // than the whole read-ahead byte budget.
 func TestLargeMessage(t *testing.T) {
 	big := makeRecord(memory.NewGoAllocator(), 0, 1, 6<<20)

@@ -8,94 +8,84 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/tlsconfig"
 )
 
 // Defaults used by DefaultConfig.
 const (
-	// DefaultMaxRecvMsgSize is the gRPC receive limit: 32 MiB, the official
-	// Rust client's decode limit. Amp targets ~2 MiB per message but its
-	// split is approximate (amp-protocol.md §2.4), and grpc-go's own default
-	// of 4 MiB is too small.
-	DefaultMaxRecvMsgSize = 32 << 20
+	// DefaultMaxRecvMsgSize is the gRPC receive limit: 64 MiB, twice the
+	// official Rust client's 32 MiB decode limit. Amp targets ~2 MiB per
+	// message but its split is approximate (amp-protocol.md §2.4), and
+	// grpc-go's own default of 4 MiB is too small.
+	DefaultMaxRecvMsgSize = 64 << 20
 	// MinMaxRecvMsgSize is the smallest accepted MaxRecvMsgSize.
 	MinMaxRecvMsgSize = 32 << 20
 )
 
 // Config configures a Client. Start from DefaultConfig and override fields;
-// the zero value is not valid. The YAML names are given in the field tags.
+// the zero value is not valid. bridge.yaml reaches every field under amp.
+// (internal/config maps it), and the errors of Validate name those keys.
 type Config struct {
 	// Addr is the Flight server as host:port, e.g. "localhost:1602" (ampd's
 	// default Flight port). Required.
-	Addr string `yaml:"addr"`
+	Addr string
 	// TLS configures transport security. Disabled by default: ampd itself
 	// serves plaintext gRPC (h2c); hosted gateways need TLS.
-	TLS TLSConfig `yaml:"tls"`
+	TLS TLSConfig
 	// Token, when not empty, is sent as "authorization: Bearer <Token>" on
 	// both GetFlightInfo and DoGet (hosted gateways require it; ampd ignores
 	// it). It is never logged. Default: empty.
-	Token string `yaml:"token"`
+	Token string
 	// MaxRecvMsgSize is the largest gRPC message accepted, in bytes. Default
-	// 32 MiB; at least 32 MiB.
-	MaxRecvMsgSize int `yaml:"max_recv_msg_size"`
+	// 64 MiB; at least 32 MiB.
+	MaxRecvMsgSize int
 	// RequestTimeout bounds each GetFlightInfo call (planning only). It does
 	// not bound DoGet: a streaming query may be silent for a long time and
 	// the client has no idle watchdog. Default 30s.
-	RequestTimeout time.Duration `yaml:"request_timeout"`
+	RequestTimeout time.Duration
 	// ReadAhead is how many envelopes the reader may decode ahead of the
 	// consumer. Default 4; at least 1.
-	ReadAhead int `yaml:"read_ahead"`
+	ReadAhead int
 	// ReadAheadBytes bounds the IPC body bytes of the envelopes decoded ahead
 	// of the consumer; 0 means only ReadAhead bounds it. A single batch
 	// larger than the bound is still delivered, alone. Default 64 MiB.
-	ReadAheadBytes int64 `yaml:"read_ahead_bytes"`
+	ReadAheadBytes int64
 	// Backoff controls reconnecting after a transient failure.
-	Backoff BackoffConfig `yaml:"backoff"`
+	Backoff BackoffConfig
 	// KeepaliveTime, when positive, makes gRPC ping the server after this
 	// much transport inactivity, to detect a dead TCP connection during a
 	// long silence. Default 0 (off): grpc-go servers reject pings more often
 	// than every 5 minutes by default. This is not an application watchdog;
 	// a silent but healthy connection stays open.
-	KeepaliveTime time.Duration `yaml:"keepalive_time"`
+	KeepaliveTime time.Duration
 	// KeepaliveTimeout is how long to wait for a ping ack before closing the
 	// connection (then the stream reconnects). Default 20s.
-	KeepaliveTimeout time.Duration `yaml:"keepalive_timeout"`
+	KeepaliveTimeout time.Duration
 }
 
-// TLSConfig configures TLS to the Flight server.
-type TLSConfig struct {
-	// Enabled turns TLS on. Default false (plaintext).
-	Enabled bool `yaml:"enabled"`
-	// CAFile is a PEM bundle of CA certificates to trust instead of the
-	// system roots. Default empty (system roots).
-	CAFile string `yaml:"ca_file"`
-	// CertFile and KeyFile are a PEM client certificate and key for mutual
-	// TLS. Both or neither. Default empty.
-	CertFile string `yaml:"cert_file"`
-	// KeyFile is the private key of CertFile.
-	KeyFile string `yaml:"key_file"`
-	// ServerName overrides the name verified in the server certificate
-	// (default: the host of Addr).
-	ServerName string `yaml:"server_name"`
-}
+// TLSConfig configures TLS to the Flight server: the bridge's one TLS
+// setting, loaded by tlsconfig.Load. Disabled by default (plaintext).
+type TLSConfig = tlsconfig.Config
 
 // BackoffConfig is a capped exponential backoff with jitter: the n-th
 // consecutive retry waits min(Max, Initial·Multiplier^(n-1)) reduced by a
 // random fraction of up to Jitter.
 type BackoffConfig struct {
 	// Initial is the first delay. Default 250ms.
-	Initial time.Duration `yaml:"initial"`
+	Initial time.Duration
 	// Max caps the delay. Default 30s.
-	Max time.Duration `yaml:"max"`
+	Max time.Duration
 	// Multiplier grows the delay after each failed attempt. Default 2; at
 	// least 1.
-	Multiplier float64 `yaml:"multiplier"`
+	Multiplier float64
 	// Jitter is the largest fraction taken off a delay at random, in [0,1].
 	// Default 0.2.
-	Jitter float64 `yaml:"jitter"`
+	Jitter float64
 	// MaxAttempts is how many consecutive failed attempts end the stream
 	// with ErrRetriesExhausted; 0 retries forever. An attempt that delivered
 	// a block range resets the count. Default 0.
-	MaxAttempts int `yaml:"max_attempts"`
+	MaxAttempts int
 }
 
 // DefaultConfig returns the documented defaults; Addr must still be set.
@@ -121,60 +111,52 @@ func (c Config) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.Addr == "" {
-		add("source.addr is empty; set it to the Flight server's host:port, e.g. localhost:1602")
+		add("amp.addr is empty; set it to the Flight server's host:port, e.g. localhost:1602")
 	} else if _, port, err := net.SplitHostPort(c.Addr); err != nil || port == "" || strings.Contains(c.Addr, "/") {
-		add("source.addr %q is not host:port (no scheme); e.g. localhost:1602", c.Addr)
+		add("amp.addr %q is not host:port (no scheme); e.g. localhost:1602", c.Addr)
 	}
-	if !c.TLS.Enabled {
-		for _, f := range []struct{ name, v string }{{"ca_file", c.TLS.CAFile}, {"cert_file", c.TLS.CertFile},
-			{"key_file", c.TLS.KeyFile}, {"server_name", c.TLS.ServerName}} {
-			if f.v != "" {
-				add("source.tls.%s is set but source.tls.enabled is false; set source.tls.enabled: true or remove source.tls.%s", f.name, f.name)
-			}
-		}
-	}
-	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
-		add("source.tls.cert_file and source.tls.key_file must be set together for a client certificate")
+	if err := c.TLS.Validate("amp.tls"); err != nil {
+		errs = append(errs, err)
 	}
 	for i := 0; i < len(c.Token); i++ {
 		if b := c.Token[i]; b < 0x21 || b > 0x7e {
-			add("source.token contains a space, control or non-ASCII character at byte %d (a trailing newline from a token file?); remove it", i)
+			add("the Amp token (BRIDGE_AMP_TOKEN or amp.token_file) contains a space, control or non-ASCII character at byte %d (a trailing newline from a token file?); remove it", i)
 			break
 		}
 	}
 	if c.MaxRecvMsgSize < MinMaxRecvMsgSize {
-		add("source.max_recv_msg_size %d is below %d (32 MiB), Amp's message limit; raise it", c.MaxRecvMsgSize, MinMaxRecvMsgSize)
+		add("amp.max_recv_bytes %d is below %d (32 MiB), Amp's message limit; raise it", c.MaxRecvMsgSize, MinMaxRecvMsgSize)
 	}
 	if c.RequestTimeout <= 0 {
-		add("source.request_timeout must be positive (default 30s)")
+		add("amp.request_timeout must be positive (default 30s)")
 	}
 	if c.ReadAhead < 1 {
-		add("source.read_ahead must be at least 1 (default 4)")
+		add("amp.read_ahead must be at least 1 (default 4)")
 	}
 	if c.ReadAheadBytes < 0 {
-		add("source.read_ahead_bytes must not be negative (0 = no byte bound; default 64 MiB)")
+		add("amp.read_ahead_bytes must not be negative (0 = no byte bound; default 64 MiB)")
 	}
 	b := c.Backoff
 	if b.Initial <= 0 {
-		add("source.backoff.initial must be positive (default 250ms)")
+		add("amp.reconnect_min must be positive (default 250ms)")
 	}
 	if b.Max < b.Initial {
-		add("source.backoff.max %v is below source.backoff.initial %v; raise max or lower initial", b.Max, b.Initial)
+		add("amp.reconnect_max %v is below amp.reconnect_min %v; raise max or lower initial", b.Max, b.Initial)
 	}
 	if b.Multiplier < 1 || math.IsInf(b.Multiplier, 0) || math.IsNaN(b.Multiplier) {
-		add("source.backoff.multiplier %v must be a finite number >= 1 (default 2)", b.Multiplier)
+		add("amp.reconnect_multiplier %v must be a finite number >= 1 (default 2)", b.Multiplier)
 	}
 	if !(b.Jitter >= 0 && b.Jitter <= 1) {
-		add("source.backoff.jitter %v must be within [0, 1] (default 0.2)", b.Jitter)
+		add("amp.reconnect_jitter %v must be within [0, 1] (default 0.2)", b.Jitter)
 	}
 	if b.MaxAttempts < 0 {
-		add("source.backoff.max_attempts must not be negative (0 = retry forever)")
+		add("amp.reconnect_max_attempts must not be negative (0 = retry forever)")
 	}
 	if c.KeepaliveTime < 0 {
-		add("source.keepalive_time must not be negative (0 = off)")
+		add("amp.keepalive_time must not be negative (0 = off)")
 	}
 	if c.KeepaliveTime > 0 && c.KeepaliveTimeout <= 0 {
-		add("source.keepalive_timeout must be positive when source.keepalive_time is set (default 20s)")
+		add("amp.keepalive_timeout must be positive when amp.keepalive_time is set (default 20s)")
 	}
 	return errors.Join(errs...)
 }

@@ -19,17 +19,17 @@ func TestConfigValidate(t *testing.T) {
 		{name: "tls with all files", mutate: func(c *Config) {
 			c.TLS = TLSConfig{Enabled: true, CAFile: "ca", CertFile: "c", KeyFile: "k", ServerName: "x"}
 		}},
-		{name: "missing addr", mutate: func(c *Config) { c.Addr = "" }, errContains: "source.addr is empty"},
+		{name: "missing addr", mutate: func(c *Config) { c.Addr = "" }, errContains: "amp.addr is empty"},
 		{name: "addr with scheme", mutate: func(c *Config) { c.Addr = "http://x" }, errContains: "not host:port"},
-		{name: "ca without tls", mutate: func(c *Config) { c.TLS.CAFile = "ca.pem" }, errContains: "source.tls.ca_file is set but source.tls.enabled is false"},
+		{name: "ca without tls", mutate: func(c *Config) { c.TLS.CAFile = "ca.pem" }, errContains: "amp.tls.ca_file is set but amp.tls.enabled is false"},
 		{name: "cert without key", mutate: func(c *Config) { c.TLS = TLSConfig{Enabled: true, CertFile: "c"} }, errContains: "must be set together"},
 		{name: "token with newline", mutate: func(c *Config) { c.Token = "abc\n" }, errContains: "trailing newline"},
-		{name: "small recv size", mutate: func(c *Config) { c.MaxRecvMsgSize = 4 << 20 }, errContains: "max_recv_msg_size"},
+		{name: "small recv size", mutate: func(c *Config) { c.MaxRecvMsgSize = 4 << 20 }, errContains: "amp.max_recv_bytes"},
 		{name: "zero request timeout", mutate: func(c *Config) { c.RequestTimeout = 0 }, errContains: "request_timeout"},
 		{name: "zero read ahead", mutate: func(c *Config) { c.ReadAhead = 0 }, errContains: "read_ahead must be at least 1"},
 		{name: "negative read ahead bytes", mutate: func(c *Config) { c.ReadAheadBytes = -1 }, errContains: "read_ahead_bytes"},
-		{name: "zero initial", mutate: func(c *Config) { c.Backoff.Initial = 0 }, errContains: "backoff.initial"},
-		{name: "max below initial", mutate: func(c *Config) { c.Backoff.Max = time.Millisecond }, errContains: "below source.backoff.initial"},
+		{name: "zero initial", mutate: func(c *Config) { c.Backoff.Initial = 0 }, errContains: "amp.reconnect_min"},
+		{name: "max below initial", mutate: func(c *Config) { c.Backoff.Max = time.Millisecond }, errContains: "below amp.reconnect_min"},
 		{name: "multiplier below 1", mutate: func(c *Config) { c.Backoff.Multiplier = 0.5 }, errContains: "multiplier"},
 		{name: "multiplier NaN", mutate: func(c *Config) { c.Backoff.Multiplier = math.NaN() }, errContains: "multiplier"},
 		{name: "jitter above 1", mutate: func(c *Config) { c.Backoff.Jitter = 1.5 }, errContains: "jitter"},
@@ -53,7 +53,7 @@ func TestConfigValidate(t *testing.T) {
 	// Every problem is reported at once.
 	err := Config{}.Validate()
 	require.Error(t, err)
-	for _, s := range []string{"addr", "max_recv_msg_size", "read_ahead", "backoff.initial", "multiplier"} {
+	for _, s := range []string{"addr", "amp.max_recv_bytes", "read_ahead", "amp.reconnect_min", "multiplier"} {
 		assert.ErrorContains(t, err, s)
 	}
 }

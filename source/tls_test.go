@@ -129,9 +129,9 @@ func TestTLS_BadFiles(t *testing.T) {
 		tls         source.TLSConfig
 		errContains string
 	}{
-		{"missing ca", source.TLSConfig{Enabled: true, CAFile: "/nonexistent/ca.pem"}, "reading source.tls.ca_file"},
+		{"missing ca", source.TLSConfig{Enabled: true, CAFile: "/nonexistent/ca.pem"}, "reading amp.tls.ca_file"},
 		{"not pem", source.TLSConfig{Enabled: true, CAFile: bad}, "no PEM certificate"},
-		{"bad key pair", source.TLSConfig{Enabled: true, CertFile: pki.clientCert, KeyFile: bad}, "loading source.tls.cert_file/key_file"},
+		{"bad key pair", source.TLSConfig{Enabled: true, CertFile: pki.clientCert, KeyFile: bad}, "loading amp.tls.cert_file/key_file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

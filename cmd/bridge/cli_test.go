@@ -63,6 +63,34 @@ func TestSetFlags(t *testing.T) {
 	assert.Contains(t, errOut.String(), "kafka.delivery")
 }
 
+// TestValidateCommand: `bridge validate` reports the checks `bridge run`
+// makes before connecting, and unknown -set paths with the closest key.
+func TestValidateCommand(t *testing.T) {
+	path := writeConfig(t, minimalYAML)
+	tests := []struct {
+		name        string
+		args        []string
+		code        int
+		errContains string
+	}{
+		{name: "valid", args: []string{"-set", "kafka.linger=0s"}, code: 0},
+		{name: "unknown -set path", args: []string{"-set", "kafka.broker=x"}, code: 1, errContains: "unknown key kafka.broker; did you mean kafka.brokers?"},
+		{name: "stream -set typo", args: []string{"-set", "streams.0.partitons=6"}, code: 1, errContains: "did you mean streams.0.partitions?"},
+		{name: "amp addr with a scheme", args: []string{"-set", "amp.addr=grpc://amp:1602"}, code: 1, errContains: "amp.addr"},
+		{name: "stage limit", args: []string{"-set", "kafka.transaction_timeout=1h"}, code: 1, errContains: "kafka.transaction_timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut strings.Builder
+			code := run(t.Context(), append([]string{"validate", "-c", path}, tt.args...), &out, &errOut)
+			assert.Equal(t, tt.code, code, errOut.String())
+			if tt.errContains != "" {
+				assert.Contains(t, errOut.String(), tt.errContains)
+			}
+		})
+	}
+}
+
 func envMap(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }

@@ -129,10 +129,7 @@ func (b *bridge) openStore(ctx context.Context) error {
 		}
 		b.store = fs
 	default:
-		rc := cfg.Checkpoint.Redis
-		rs, err := offsets.NewRedisStore(ctx, offsets.RedisConfig{Addr: rc.Addr, Username: rc.Username, Password: string(rc.Password),
-			DB: rc.DB, KeyPrefix: rc.KeyPrefix + ":", TLS: offsets.RedisTLS{Enabled: rc.TLS.Enabled, CAFile: rc.TLS.CAFile,
-				CertFile: rc.TLS.CertFile, KeyFile: rc.TLS.KeyFile, ServerName: rc.TLS.ServerName}}, log.With("component", "offsets"))
+		rs, err := offsets.NewRedisStore(ctx, cfg.Redis(), log.With("component", "offsets"))
 		if err != nil {
 			return fmt.Errorf("connecting to the Redis checkpoint store: %w", err)
 		}

@@ -5,13 +5,11 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"reflect"
+	"math"
+	"net/url"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +17,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/tlsconfig"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
 )
@@ -43,7 +43,8 @@ type Config struct {
 	Streams []StreamConfig `yaml:"streams"`
 }
 
-// AmpConfig configures the Arrow Flight connection to Amp.
+// AmpConfig configures the Arrow Flight connection to Amp: every field of
+// source.Config is reachable here (see Source).
 type AmpConfig struct {
 	// Addr is host:port of Amp's Flight endpoint. Default 127.0.0.1:1602.
 	Addr string `yaml:"addr"`
@@ -53,45 +54,85 @@ type AmpConfig struct {
 	TokenFile string `yaml:"token_file"`
 	// Token is set only from the environment (BRIDGE_AMP_TOKEN) or TokenFile; never from YAML.
 	Token Secret `yaml:"-"`
-	// MaxRecvBytes is the gRPC receive limit. Default 64 MiB, at least 32 MiB.
+	// MaxRecvBytes is the gRPC receive limit (source.Config.MaxRecvMsgSize).
+	// Default source.DefaultMaxRecvMsgSize (64 MiB), at least 32 MiB.
 	MaxRecvBytes ByteSize `yaml:"max_recv_bytes"`
-	// ReconnectMin and ReconnectMax bound the reconnect backoff. Defaults 250ms and 30s.
+	// RequestTimeout bounds each GetFlightInfo call (planning only).
+	// Default: source.DefaultConfig (30s).
+	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// ReadAhead is how many envelopes are decoded ahead of the consumer.
+	// Default: source.DefaultConfig (4).
+	ReadAhead int `yaml:"read_ahead"`
+	// ReadAheadBytes bounds the bytes decoded ahead; 0 means only
+	// ReadAhead bounds it. Default: source.DefaultConfig (64 MiB).
+	ReadAheadBytes ByteSize `yaml:"read_ahead_bytes"`
+	// ReconnectMin is the first reconnect delay (source backoff Initial);
+	// it also bounds the restart of a failed stream. Default 250ms.
 	ReconnectMin time.Duration `yaml:"reconnect_min"`
-	// ReconnectMax is the longest wait between reconnects.
+	// ReconnectMax is the longest wait between reconnects. Default 30s.
 	ReconnectMax time.Duration `yaml:"reconnect_max"`
+	// ReconnectMultiplier grows the delay after each failed attempt.
+	// Default 2.
+	ReconnectMultiplier float64 `yaml:"reconnect_multiplier"`
+	// ReconnectJitter is the largest fraction taken off a delay at random,
+	// in [0,1]. Default 0.2.
+	ReconnectJitter float64 `yaml:"reconnect_jitter"`
+	// ReconnectMaxAttempts is how many consecutive failed attempts end the
+	// stream; 0 retries forever (default).
+	ReconnectMaxAttempts int `yaml:"reconnect_max_attempts"`
+	// KeepaliveTime makes gRPC ping after this much inactivity; 0 (default)
+	// is off.
+	KeepaliveTime time.Duration `yaml:"keepalive_time"`
+	// KeepaliveTimeout is how long a ping ack may take. Default 20s.
+	KeepaliveTimeout time.Duration `yaml:"keepalive_timeout"`
 }
 
-// TLSConfig is a client TLS setting.
-type TLSConfig struct {
-	// Enabled turns TLS on.
-	Enabled bool `yaml:"enabled"`
-	// CAFile is a PEM bundle of roots; empty means the system roots.
-	CAFile string `yaml:"ca_file"`
-	// CertFile and KeyFile are the client certificate for mTLS.
-	CertFile string `yaml:"cert_file"`
-	// KeyFile is the client key for mTLS.
-	KeyFile string `yaml:"key_file"`
-	// ServerName overrides the name checked in the server certificate.
-	ServerName string `yaml:"server_name"`
-}
+// TLSConfig is a client TLS setting ({enabled, ca_file, cert_file,
+// key_file, server_name}): the same type, and the same loader, for Amp,
+// Kafka and Redis.
+type TLSConfig = tlsconfig.Config
 
-// KafkaConfig configures the producer and the topics.
+// KafkaConfig configures the producer and the topics: every field of
+// sink.Config but MetricsNamespace is reachable here (see Sink).
 type KafkaConfig struct {
 	// Brokers are the seed brokers. Required.
 	Brokers []string `yaml:"brokers"`
+	// ClientID is sent to the brokers. Default: sink.DefaultConfig.
+	ClientID string `yaml:"client_id"`
 	// TransactionalIDPrefix prefixes each stream's transactional id
-	// ({prefix}.{stream}). Default "amp-kafka-bridge".
+	// ({prefix}.{stream}). Default: sink.DefaultConfig.
 	TransactionalIDPrefix string `yaml:"transactional_id_prefix"`
 	// Delivery is exactly-once (default) or at-least-once.
 	Delivery Delivery `yaml:"delivery"`
 	// Compression is none, lz4, zstd (default), snappy or gzip.
-	Compression string `yaml:"compression"`
+	Compression Compression `yaml:"compression"`
 	// ControlTopic records watermarks and undos. Default "amp-kafka-bridge.control".
 	ControlTopic string `yaml:"control_topic"`
 	// ReplicationFactor of topics the bridge creates. Default 3, or -1 for the broker default.
 	ReplicationFactor int `yaml:"replication_factor"`
 	// MaxBufferedBytes bounds the producer buffer (backpressure). Default 64 MiB.
 	MaxBufferedBytes ByteSize `yaml:"max_buffered_bytes"`
+	// MaxBufferedRecords bounds the buffered records. Default 1,000,000.
+	MaxBufferedRecords int `yaml:"max_buffered_records"`
+	// DialTimeout bounds each connection attempt. Default 10s.
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// MetadataMinAge is the minimum time between metadata refreshes. Default 1s.
+	MetadataMinAge time.Duration `yaml:"metadata_min_age"`
+	// TransactionTimeout is transaction.timeout.ms. Default 30s.
+	TransactionTimeout time.Duration `yaml:"transaction_timeout"`
+	// EndTxnTimeout bounds committing or aborting a transaction. Default 30s.
+	EndTxnTimeout time.Duration `yaml:"end_txn_timeout"`
+	// DeliveryTimeout bounds how long a record may stay unacknowledged. Default 30s.
+	DeliveryTimeout time.Duration `yaml:"delivery_timeout"`
+	// Linger is how long a partition waits for more records. Default 5ms.
+	Linger time.Duration `yaml:"linger"`
+	// BatchMaxBytes caps one record batch. Default 1 MiB.
+	BatchMaxBytes ByteSize `yaml:"batch_max_bytes"`
+	// ReadTimeout bounds one read-back or control-topic read; it must
+	// exceed TransactionTimeout. Default 60s.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// FetchMaxBytes caps one fetch response during reads. Default 16 MiB.
+	FetchMaxBytes ByteSize `yaml:"fetch_max_bytes"`
 	// TLS for the brokers.
 	TLS TLSConfig `yaml:"tls"`
 	// SASL authentication.
@@ -101,7 +142,7 @@ type KafkaConfig struct {
 // SASLConfig is Kafka SASL authentication.
 type SASLConfig struct {
 	// Mechanism is "", PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
-	Mechanism string `yaml:"mechanism"`
+	Mechanism SASLMechanism `yaml:"mechanism"`
 	// Username is the SASL user.
 	Username string `yaml:"username"`
 	// PasswordFile holds the password; BRIDGE_KAFKA_SASL_PASSWORD may hold it instead.
@@ -124,7 +165,8 @@ type RegistryConfig struct {
 
 // CheckpointConfig says where checkpoints live.
 type CheckpointConfig struct {
-	// Store is redis (default) or file.
+	// Store is StoreRedis (default) or StoreFile. It stays a plain string
+	// (callers concatenate it with other strings).
 	Store string `yaml:"store"`
 	// Dir is the directory of the file store. Default ".bridge-state".
 	Dir string `yaml:"dir"`
@@ -132,7 +174,14 @@ type CheckpointConfig struct {
 	Redis RedisConfig `yaml:"redis"`
 }
 
-// RedisConfig is the Redis checkpoint store.
+// Checkpoint stores, the values of checkpoint.store.
+const (
+	StoreRedis = "redis"
+	StoreFile  = "file"
+)
+
+// RedisConfig is the Redis checkpoint store: every field of
+// offsets.RedisConfig is reachable here (see Redis).
 type RedisConfig struct {
 	// Addr is host:port. Default 127.0.0.1:6379.
 	Addr string `yaml:"addr"`
@@ -144,8 +193,18 @@ type RedisConfig struct {
 	Password Secret `yaml:"-"`
 	// DB is the database number.
 	DB int `yaml:"db"`
-	// KeyPrefix namespaces the keys. Default "ampbridge".
+	// KeyPrefix namespaces the keys ("{prefix}:{stream}:…"). Default
+	// "ampbridge" (offsets.DefaultKeyPrefix without its colon).
 	KeyPrefix string `yaml:"key_prefix"`
+	// DialTimeout bounds connecting. Default offsets.DefaultDialTimeout.
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// ReadTimeout bounds reading a reply. Default offsets.DefaultReadTimeout.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// WriteTimeout bounds writing a command. Default offsets.DefaultWriteTimeout.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// MaxRetries is how often a command is retried on a network error; -1
+	// disables retries. Default offsets.DefaultMaxRetries.
+	MaxRetries int `yaml:"max_retries"`
 	// TLS for Redis.
 	TLS TLSConfig `yaml:"tls"`
 }
@@ -166,9 +225,9 @@ type HTTPConfig struct {
 // LogConfig configures slog.
 type LogConfig struct {
 	// Level is debug, info (default), warn or error.
-	Level string `yaml:"level"`
+	Level LogLevel `yaml:"level"`
 	// Format is text (default) or json.
-	Format string `yaml:"format"`
+	Format LogFormat `yaml:"format"`
 }
 
 // StreamConfig is one SQL query published to Kafka.
@@ -261,24 +320,7 @@ type TxnBudget struct {
 	MaxAge time.Duration `yaml:"max_age"`
 }
 
-// Delivery is the delivery guarantee.
-type Delivery string
-
-// Delivery modes.
-const (
-	ExactlyOnce  Delivery = "exactly-once"
-	AtLeastOnce  Delivery = "at-least-once"
-	defaultTopic          = "amp.{stream}"
-)
-
-// KeyMode is how records are keyed.
-type KeyMode string
-
-// Key modes.
-const (
-	KeyBatch KeyMode = "batch"
-	KeyRow   KeyMode = "row"
-)
+const defaultTopic = "amp.{stream}"
 
 // Secret is a string that never prints.
 type Secret string
@@ -301,7 +343,9 @@ type ByteSize int64
 func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	v, err := parseByteSize(n.Value)
 	if err != nil {
-		return err
+		// A TypeError is collected with the file's other problems instead
+		// of ending the decoding.
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
 	}
 	*b = v
 	return nil
@@ -331,33 +375,73 @@ func parseByteSize(s string) (ByteSize, error) {
 
 var streamIDPattern = regexp.MustCompile(`^[a-z0-9_.-]+$`)
 
-// Defaults fills every unset key with its documented default.
+// Defaults fills every unset key with its documented default. A stage's
+// setting takes its default from the stage (sink.DefaultConfig,
+// source.DefaultConfig, offsets.DefaultRedisConfig): it is defined once,
+// there.
 func (c *Config) Defaults() {
-	setDefault(&c.Amp.Addr, "127.0.0.1:1602")
-	setDefault(&c.Amp.MaxRecvBytes, 64<<20)
-	setDefault(&c.Amp.ReconnectMin, 250*time.Millisecond)
-	setDefault(&c.Amp.ReconnectMax, 30*time.Second)
-	setDefault(&c.Kafka.TransactionalIDPrefix, "amp-kafka-bridge")
-	setDefault(&c.Kafka.Delivery, ExactlyOnce)
-	setDefault(&c.Kafka.Compression, "zstd")
-	setDefault(&c.Kafka.ControlTopic, "amp-kafka-bridge.control")
-	setDefault(&c.Kafka.ReplicationFactor, 3)
-	setDefault(&c.Kafka.MaxBufferedBytes, 64<<20)
-	setDefault(&c.Checkpoint.Store, "redis")
+	c.defaultsTop()
+	c.defaultsStreams()
+}
+
+// defaultsTop fills the keys outside streams. LoadConfig applies it before
+// reading the file, so that a value set explicitly (linger: 0) is kept.
+func (c *Config) defaultsTop() {
+	src, snk, rds := source.DefaultConfig(), sink.DefaultConfig(), offsets.DefaultRedisConfig()
+	a := &c.Amp
+	setDefault(&a.Addr, "127.0.0.1:1602")
+	setDefault(&a.MaxRecvBytes, ByteSize(src.MaxRecvMsgSize))
+	setDefault(&a.RequestTimeout, src.RequestTimeout)
+	setDefault(&a.ReadAhead, src.ReadAhead)
+	setDefault(&a.ReadAheadBytes, ByteSize(src.ReadAheadBytes))
+	setDefault(&a.ReconnectMin, src.Backoff.Initial)
+	setDefault(&a.ReconnectMax, src.Backoff.Max)
+	setDefault(&a.ReconnectMultiplier, src.Backoff.Multiplier)
+	setDefault(&a.ReconnectJitter, src.Backoff.Jitter)
+	setDefault(&a.ReconnectMaxAttempts, src.Backoff.MaxAttempts)
+	setDefault(&a.KeepaliveTime, src.KeepaliveTime)
+	setDefault(&a.KeepaliveTimeout, src.KeepaliveTimeout)
+	k := &c.Kafka
+	setDefault(&k.ClientID, snk.ClientID)
+	setDefault(&k.TransactionalIDPrefix, snk.TransactionalIDPrefix)
+	setDefault(&k.Delivery, snk.Delivery)
+	setDefault(&k.Compression, snk.Compression)
+	setDefault(&k.ControlTopic, "amp-kafka-bridge.control")
+	setDefault(&k.ReplicationFactor, 3)
+	setDefault(&k.MaxBufferedBytes, ByteSize(snk.MaxBufferedBytes))
+	setDefault(&k.MaxBufferedRecords, snk.MaxBufferedRecords)
+	setDefault(&k.DialTimeout, snk.DialTimeout)
+	setDefault(&k.MetadataMinAge, snk.MetadataMinAge)
+	setDefault(&k.TransactionTimeout, snk.TransactionTimeout)
+	setDefault(&k.EndTxnTimeout, snk.EndTxnTimeout)
+	setDefault(&k.DeliveryTimeout, snk.DeliveryTimeout)
+	setDefault(&k.Linger, snk.Linger)
+	setDefault(&k.BatchMaxBytes, ByteSize(snk.BatchMaxBytes))
+	setDefault(&k.ReadTimeout, snk.ReadTimeout)
+	setDefault(&k.FetchMaxBytes, ByteSize(snk.FetchMaxBytes))
+	setDefault(&c.Checkpoint.Store, StoreRedis)
 	setDefault(&c.Checkpoint.Dir, ".bridge-state")
-	setDefault(&c.Checkpoint.Redis.Addr, "127.0.0.1:6379")
-	setDefault(&c.Checkpoint.Redis.KeyPrefix, "ampbridge")
+	r := &c.Checkpoint.Redis
+	setDefault(&r.Addr, "127.0.0.1:6379")
+	setDefault(&r.KeyPrefix, strings.TrimSuffix(rds.KeyPrefix, ":"))
+	setDefault(&r.DialTimeout, rds.DialTimeout)
+	setDefault(&r.ReadTimeout, rds.ReadTimeout)
+	setDefault(&r.WriteTimeout, rds.WriteTimeout)
+	setDefault(&r.MaxRetries, rds.MaxRetries)
 	setDefault(&c.HTTP.Addr, "127.0.0.1:9464")
-	setDefault(&c.Log.Level, "info")
-	setDefault(&c.Log.Format, "text")
+	setDefault(&c.Log.Level, LogInfo)
+	setDefault(&c.Log.Format, LogText)
+}
+
+func (c *Config) defaultsStreams() {
 	for i := range c.Streams {
 		s := &c.Streams[i]
 		setDefault(&s.Topic, defaultTopic)
 		setDefault(&s.Partitions, 1)
 		setDefault(&s.Key, KeyBatch)
-		setDefault(&s.Envelope, "debezium")
-		setDefault(&s.FixedAs, "fixed")
-		setDefault(&s.Retraction, "both")
+		setDefault(&s.Envelope, EnvelopeDebezium)
+		setDefault(&s.FixedAs, FixedAsFixed)
+		setDefault(&s.Retraction, RetractionBoth)
 		setDefault(&s.RetentionBlocks, 128)
 		setDefault(&s.Transaction.MaxRows, 50000)
 		setDefault(&s.Transaction.MaxAge, 100*time.Millisecond)
@@ -378,57 +462,51 @@ func setDefault[T comparable](p *T, v T) {
 
 var backfillColumnPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// Validate checks every key and names the key and the expected form in its
-// error. All problems are reported together.
+// Validate runs every check `bridge run` makes before it connects, and
+// reports all problems together, each naming its key and the expected form:
+// the bridge's own keys, then each stage's Validate on the mapped
+// configuration (sink.Config, source.Config, offsets.RedisConfig), each
+// stream's encoder configuration, its topic name when the template has no
+// {network}, and the partition query of a backfill.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("config %s: "+format, append([]any{key}, args...)...))
 	}
-	if c.Amp.Addr == "" || !strings.Contains(c.Amp.Addr, ":") {
-		bad("amp.addr", "%q is not host:port", c.Amp.Addr)
+	stage := func(err error) {
+		for _, e := range flatten(err) {
+			errs = append(errs, fmt.Errorf("config %w", e))
+		}
 	}
-	if c.Amp.MaxRecvBytes < 32<<20 {
-		bad("amp.max_recv_bytes", "%d is below 32MiB; Amp's batches need at least that", c.Amp.MaxRecvBytes)
-	}
-	if c.Amp.ReconnectMin <= 0 || c.Amp.ReconnectMax < c.Amp.ReconnectMin {
-		bad("amp.reconnect_min/reconnect_max", "want 0 < reconnect_min <= reconnect_max, got %s and %s", c.Amp.ReconnectMin, c.Amp.ReconnectMax)
-	}
-	if len(c.Kafka.Brokers) == 0 {
-		bad("kafka.brokers", "is empty; list at least one host:port (or set BRIDGE_KAFKA_BROKERS=host:port,...)")
-	}
-	if !slices.Contains([]Delivery{ExactlyOnce, AtLeastOnce}, c.Kafka.Delivery) {
-		bad("kafka.delivery", "%q: want exactly-once or at-least-once", c.Kafka.Delivery)
-	}
-	if !slices.Contains([]string{"none", "lz4", "zstd", "snappy", "gzip"}, c.Kafka.Compression) {
-		bad("kafka.compression", "%q: want none, lz4, zstd, snappy or gzip", c.Kafka.Compression)
-	}
+	stage(c.Source().Validate())
+	stage(c.Sink().Validate())
 	if c.Kafka.ReplicationFactor == 0 || c.Kafka.ReplicationFactor < -1 {
 		bad("kafka.replication_factor", "%d: want a positive number, or -1 for the broker default", c.Kafka.ReplicationFactor)
 	}
-	if !slices.Contains([]string{"", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}, c.Kafka.SASL.Mechanism) {
-		bad("kafka.sasl.mechanism", "%q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.Kafka.SASL.Mechanism)
+	if !sinkLegalTopic(c.Kafka.ControlTopic) {
+		bad("kafka.control_topic", "%q: want a Kafka topic name ([a-zA-Z0-9._-], at most 249)", c.Kafka.ControlTopic)
 	}
-	if c.Kafka.SASL.Mechanism != "" && (c.Kafka.SASL.Username == "" || c.Kafka.SASL.Password == "") {
-		bad("kafka.sasl", "mechanism %s needs username and a password (BRIDGE_KAFKA_SASL_PASSWORD or password_file)", c.Kafka.SASL.Mechanism)
+	if err := checkEnum("checkpoint.store", c.Checkpoint.Store, StoreRedis, StoreFile); err != nil {
+		errs = append(errs, err)
 	}
 	switch c.Checkpoint.Store {
-	case "redis":
-		if !strings.Contains(c.Checkpoint.Redis.Addr, ":") {
-			bad("checkpoint.redis.addr", "%q is not host:port", c.Checkpoint.Redis.Addr)
-		}
-	case "file":
+	case StoreRedis:
+		stage(c.Redis().Validate())
+	case StoreFile:
 		if c.Checkpoint.Dir == "" {
 			bad("checkpoint.dir", "is empty; name a directory for the file store")
 		}
-	default:
-		bad("checkpoint.store", "%q: want redis or file", c.Checkpoint.Store)
 	}
-	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
-		bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+	if c.Registry.URL != "" {
+		if u, err := url.Parse(c.Registry.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("registry.url", "%q: want http://host:port or https://host:port", c.Registry.URL)
+		}
 	}
-	if !slices.Contains([]string{"text", "json"}, c.Log.Format) {
-		bad("log.format", "%q: want text or json", c.Log.Format)
+	if err := checkEnum("log.level", c.Log.Level, LogDebug, LogInfo, LogWarn, LogError); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkEnum("log.format", c.Log.Format, LogText, LogJSON); err != nil {
+		errs = append(errs, err)
 	}
 	if len(c.Streams) == 0 {
 		bad("streams", "is empty; configure at least one stream with an id and sql")
@@ -449,32 +527,41 @@ func (c *Config) Validate() error {
 		if strings.TrimSpace(s.SQL) == "" {
 			bad(key+".sql", "is empty; give the query to stream")
 		}
+		topic := s.Topic
 		if s.Topic == "" || strings.ContainsAny(strings.NewReplacer("{stream}", "", "{network}", "").Replace(s.Topic), "{} /") {
 			bad(key+".topic", "%q: want a Kafka topic name, optionally with {stream} and {network}", s.Topic)
+		} else if !strings.Contains(s.Topic, "{network}") {
+			t, err := s.TopicName(nil)
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case !sinkLegalTopic(t):
+				bad(key+".topic", "%q resolves to %q: want [a-zA-Z0-9._-], at most 249 characters", s.Topic, t)
+			default:
+				topic = t
+			}
 		}
 		if s.Partitions < 1 {
 			bad(key+".partitions", "%d: want at least 1", s.Partitions)
 		}
-		switch s.Key {
-		case KeyBatch:
-			if len(s.KeyColumns) > 0 {
-				bad(key+".key_columns", "is set but key is batch; set key: row to key by columns")
+		if err := checkEnum(key+".key", s.Key, KeyBatch, KeyRow); err != nil {
+			errs = append(errs, err)
+		}
+		if s.Key == KeyBatch && len(s.KeyColumns) > 0 {
+			bad(key+".key_columns", "is set but key is batch; set key: row to key by columns")
+		}
+		if s.Key == KeyRow && len(s.KeyColumns) == 0 {
+			bad(key+".key_columns", "is empty; key: row needs the columns that identify a row")
+		}
+		if ec, err := s.EncodeConfig(topic, "validate"); err != nil {
+			errs = append(errs, err)
+		} else if err := ec.Validate(); err != nil {
+			for _, e := range flatten(err) {
+				bad(key, "%v", e)
 			}
-		case KeyRow:
-			if len(s.KeyColumns) == 0 {
-				bad(key+".key_columns", "is empty; key: row needs the columns that identify a row")
-			}
-		default:
-			bad(key+".key", "%q: want batch or row", s.Key)
 		}
-		if !slices.Contains([]string{"debezium", "flat"}, s.Envelope) {
-			bad(key+".envelope", "%q: want debezium or flat", s.Envelope)
-		}
-		if !slices.Contains([]string{"fixed", "bytes", "hex"}, s.FixedAs) {
-			bad(key+".fixed_as", "%q: want fixed, bytes or hex", s.FixedAs)
-		}
-		if !slices.Contains([]string{"both", "retract", "tombstone"}, s.Retraction) {
-			bad(key+".retraction", "%q: want both, retract or tombstone", s.Retraction)
+		if err := checkEnum(key+".retraction", s.Retraction, RetractionBoth, RetractionRetract, RetractionTombstone); err != nil {
+			errs = append(errs, err)
 		}
 		if s.Transaction.MaxRows < 1 || s.Transaction.MaxAge <= 0 {
 			bad(key+".transaction", "max_rows %d and max_age %s must both be positive", s.Transaction.MaxRows, s.Transaction.MaxAge)
@@ -491,6 +578,8 @@ func (c *Config) Validate() error {
 			}
 			if !backfillColumnPattern.MatchString(b.Column) {
 				bad(key+".backfill.column", "%q: want a plain column name of the query's output ([A-Za-z_][A-Za-z0-9_]*)", b.Column)
+			} else if _, err := source.PartitionSQL(s.SQL, b.Column, 0, 0); err != nil && strings.TrimSpace(s.SQL) != "" {
+				bad(key+".sql", "cannot be backfilled: %v", err)
 			}
 			if c.Kafka.Delivery != ExactlyOnce {
 				bad(key+".backfill", "needs kafka.delivery exactly-once: its progress is recorded in the transactions that publish it")
@@ -500,190 +589,43 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// LoadConfig reads the YAML file (path "" means no file), applies the
-// environment overrides, reads secrets from the environment or files, fills
-// defaults and validates.
-func LoadConfig(path string, env func(string) (string, bool)) (*Config, error) {
-	var c Config
-	if path != "" {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("reading config: %w", err)
-		}
-		dec := yaml.NewDecoder(bytes.NewReader(b))
-		dec.KnownFields(true)
-		if err := dec.Decode(&c); err != nil {
-			return nil, fmt.Errorf("parsing config %s: %w", path, err)
-		}
-	}
-	if err := applyEnv(reflect.ValueOf(&c).Elem(), "BRIDGE", env); err != nil {
-		return nil, err
-	}
-	if err := c.loadSecrets(env); err != nil {
-		return nil, err
-	}
-	c.Defaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	return &c, nil
-}
-
-func (c *Config) loadSecrets(env func(string) (string, bool)) error {
-	secrets := []struct {
-		dst    *Secret
-		envKey string
-		file   string
-		key    string
-	}{
-		{&c.Amp.Token, "BRIDGE_AMP_TOKEN", c.Amp.TokenFile, "amp.token_file"},
-		{&c.Kafka.SASL.Password, "BRIDGE_KAFKA_SASL_PASSWORD", c.Kafka.SASL.PasswordFile, "kafka.sasl.password_file"},
-		{&c.Registry.Password, "BRIDGE_REGISTRY_PASSWORD", c.Registry.PasswordFile, "registry.password_file"},
-		{&c.Checkpoint.Redis.Password, "BRIDGE_CHECKPOINT_REDIS_PASSWORD", c.Checkpoint.Redis.PasswordFile, "checkpoint.redis.password_file"},
-	}
-	for _, s := range secrets {
-		if v, ok := env(s.envKey); ok && v != "" {
-			*s.dst = Secret(v)
-			continue
-		}
-		if s.file != "" {
-			b, err := os.ReadFile(s.file)
-			if err != nil {
-				return fmt.Errorf("config %s: reading secret: %w", s.key, err)
-			}
-			*s.dst = Secret(strings.TrimSpace(string(b)))
-		}
-	}
-	return nil
-}
-
-// applyEnv overrides struct fields from environment variables named after
-// their YAML path: BRIDGE_KAFKA_BROKERS=a:9092,b:9092 sets kafka.brokers,
-// BRIDGE_STREAMS_0_SQL sets streams[0].sql. Lists take comma-separated
-// values. Secrets (yaml:"-") are read separately.
-func applyEnv(v reflect.Value, prefix string, env func(string) (string, bool)) error {
-	t := v.Type()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
-		if tag == "" || tag == "-" {
-			continue
-		}
-		name := prefix + "_" + strings.ToUpper(tag)
-		fv := v.Field(i)
-		if f.Type == reflect.TypeFor[[]StreamConfig]() {
-			for j := range fv.Len() {
-				if err := applyEnv(fv.Index(j), fmt.Sprintf("%s_%d", name, j), env); err != nil {
-					return err
-				}
-			}
-			continue
-		}
-		if fv.Kind() == reflect.Struct {
-			if err := applyEnv(fv, name, env); err != nil {
-				return err
-			}
-			continue
-		}
-		raw, ok := env(name)
-		if !ok {
-			continue
-		}
-		if err := setFromString(fv, raw); err != nil {
-			return fmt.Errorf("environment %s=%q: %w", name, raw, err)
-		}
-	}
-	return nil
-}
-
-func setFromString(fv reflect.Value, raw string) error {
-	switch fv.Interface().(type) {
-	case time.Duration:
-		d, err := time.ParseDuration(raw)
-		if err != nil {
-			return fmt.Errorf("want a duration such as 100ms or 30s: %w", err)
-		}
-		fv.SetInt(int64(d))
-		return nil
-	case ByteSize:
-		b, err := parseByteSize(raw)
-		if err != nil {
-			return err
-		}
-		fv.SetInt(int64(b))
+// flatten returns the errors joined in err by errors.Join, or err alone.
+// An error wrapping several with fmt.Errorf("%w: %w") is one problem and
+// stays whole: only a join's message is its parts' messages on lines.
+func flatten(err error) []error {
+	if err == nil {
 		return nil
 	}
-	switch fv.Kind() {
-	case reflect.String:
-		fv.SetString(raw)
-	case reflect.Bool:
-		b, err := strconv.ParseBool(raw)
-		if err != nil {
-			return fmt.Errorf("want true or false")
-		}
-		fv.SetBool(b)
-	case reflect.Int, reflect.Int64:
-		n, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil {
-			return fmt.Errorf("want a whole number")
-		}
-		fv.SetInt(n)
-	case reflect.Uint64:
-		n, err := strconv.ParseUint(raw, 10, 64)
-		if err != nil {
-			return fmt.Errorf("want a non-negative whole number")
-		}
-		fv.SetUint(n)
-	case reflect.Slice:
-		parts := strings.Split(raw, ",")
-		out := reflect.MakeSlice(fv.Type(), 0, len(parts))
-		for _, p := range parts {
-			if p = strings.TrimSpace(p); p != "" {
-				out = reflect.Append(out, reflect.ValueOf(p))
-			}
-		}
-		fv.Set(out)
-	default:
-		return fmt.Errorf("unsupported field kind %s", fv.Kind())
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
 	}
-	return nil
+	parts := j.Unwrap()
+	msgs := make([]string, len(parts))
+	for i, e := range parts {
+		msgs[i] = e.Error()
+	}
+	if strings.Join(msgs, "\n") != err.Error() {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range parts {
+		out = append(out, flatten(e)...)
+	}
+	return out
 }
 
-// secretEnv are the environment variables that hold secrets; they can't be
-// set with -set (a command line is visible to every user of the machine).
-var secretEnv = []string{"BRIDGE_AMP_TOKEN", "BRIDGE_KAFKA_SASL_PASSWORD", "BRIDGE_REGISTRY_PASSWORD", "BRIDGE_CHECKPOINT_REDIS_PASSWORD"}
-
-// SetFlags collects repeated -set path=value flags: the same overrides as
-// the BRIDGE_… environment variables, named by their YAML path
-// (kafka.brokers=a:9092,b:9092, streams.0.sql=...). Flags win over the
-// environment, which wins over the file.
-type SetFlags map[string]string
-
-// String implements flag.Value.
-func (s SetFlags) String() string { return fmt.Sprint(map[string]string(s)) }
-
-// Set implements flag.Value.
-func (s SetFlags) Set(v string) error {
-	path, value, ok := strings.Cut(v, "=")
-	if !ok || strings.TrimSpace(path) == "" {
-		return fmt.Errorf("want -set path=value, e.g. -set kafka.brokers=127.0.0.1:9092")
+// sinkLegalTopic reports whether t is a legal Kafka topic name.
+func sinkLegalTopic(t string) bool {
+	if t == "" || len(t) > 249 || t == "." || t == ".." {
+		return false
 	}
-	name := "BRIDGE_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(strings.TrimSpace(path)))
-	if slices.Contains(secretEnv, name) {
-		return fmt.Errorf("-set %s: secrets come only from the environment (%s) or a file, never from the command line", path, name)
-	}
-	s[name] = value
-	return nil
-}
-
-// Lookup returns an environment lookup where the flags win over env.
-func (s SetFlags) Lookup(env func(string) (string, bool)) func(string) (string, bool) {
-	return func(k string) (string, bool) {
-		if v, ok := s[k]; ok {
-			return v, true
+	for _, r := range t {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
 		}
-		return env(k)
 	}
+	return true
 }
 
 // ErrInvalid marks a configuration a stream cannot run with; errors that
@@ -703,30 +645,70 @@ func (s StreamConfig) TopicName(networks []string) (string, error) {
 	return strings.ReplaceAll(t, "{network}", networks[0]), nil
 }
 
-// Sink maps the configuration onto the sink's.
+// clampInt32 converts a size for an int32 field; a size too large for it
+// becomes MaxInt32, which the stage's Validate reports as out of range.
+func clampInt32(b ByteSize) int32 {
+	return int32(min(int64(b), math.MaxInt32))
+}
+
+// Sink maps the configuration onto the sink's. Every field of sink.Config
+// but MetricsNamespace and TLS.InsecureSkipVerify is reached by a key
+// (TestStageFieldsReachable).
 func (c *Config) Sink() sink.Config {
 	k := sink.DefaultConfig()
-	k.Brokers = c.Kafka.Brokers
-	k.Delivery = sink.Delivery(c.Kafka.Delivery)
-	k.TransactionalIDPrefix = c.Kafka.TransactionalIDPrefix
-	k.Compression = sink.Compression(c.Kafka.Compression)
-	k.MaxBufferedBytes = int(c.Kafka.MaxBufferedBytes)
-	k.TLS = sink.TLSConfig{Enabled: c.Kafka.TLS.Enabled, CAFile: c.Kafka.TLS.CAFile, CertFile: c.Kafka.TLS.CertFile,
-		KeyFile: c.Kafka.TLS.KeyFile, ServerName: c.Kafka.TLS.ServerName}
-	k.SASL = sink.SASLConfig{Mechanism: sink.SASLMechanism(c.Kafka.SASL.Mechanism), Username: c.Kafka.SASL.Username,
-		Password: string(c.Kafka.SASL.Password)}
+	kc := c.Kafka
+	k.Brokers = kc.Brokers
+	k.ClientID = kc.ClientID
+	k.Delivery = kc.Delivery
+	k.TransactionalIDPrefix = kc.TransactionalIDPrefix
+	k.Compression = kc.Compression
+	k.MaxBufferedBytes = int(kc.MaxBufferedBytes)
+	k.MaxBufferedRecords = kc.MaxBufferedRecords
+	k.DialTimeout = kc.DialTimeout
+	k.MetadataMinAge = kc.MetadataMinAge
+	k.TransactionTimeout = kc.TransactionTimeout
+	k.EndTxnTimeout = kc.EndTxnTimeout
+	k.DeliveryTimeout = kc.DeliveryTimeout
+	k.Linger = kc.Linger
+	k.BatchMaxBytes = clampInt32(kc.BatchMaxBytes)
+	k.ReadTimeout = kc.ReadTimeout
+	k.FetchMaxBytes = clampInt32(kc.FetchMaxBytes)
+	k.TLS = kc.TLS
+	k.SASL = sink.SASLConfig{Mechanism: kc.SASL.Mechanism, Username: kc.SASL.Username, Password: string(kc.SASL.Password)}
 	return k
 }
 
-// Source maps the configuration onto the source's.
+// Source maps the configuration onto the source's. Every field of
+// source.Config is reached by a key under amp.
 func (c *Config) Source() source.Config {
 	s := source.DefaultConfig()
-	s.Addr = c.Amp.Addr
-	s.TLS = source.TLSConfig{Enabled: c.Amp.TLS.Enabled, CAFile: c.Amp.TLS.CAFile, CertFile: c.Amp.TLS.CertFile,
-		KeyFile: c.Amp.TLS.KeyFile, ServerName: c.Amp.TLS.ServerName}
-	s.Token = string(c.Amp.Token)
-	s.MaxRecvMsgSize = int(c.Amp.MaxRecvBytes)
-	s.Backoff.Initial = c.Amp.ReconnectMin
-	s.Backoff.Max = c.Amp.ReconnectMax
+	a := c.Amp
+	s.Addr = a.Addr
+	s.TLS = a.TLS
+	s.Token = string(a.Token)
+	s.MaxRecvMsgSize = int(a.MaxRecvBytes)
+	s.RequestTimeout = a.RequestTimeout
+	s.ReadAhead = a.ReadAhead
+	s.ReadAheadBytes = int64(a.ReadAheadBytes)
+	s.Backoff.Initial = a.ReconnectMin
+	s.Backoff.Max = a.ReconnectMax
+	s.Backoff.Multiplier = a.ReconnectMultiplier
+	s.Backoff.Jitter = a.ReconnectJitter
+	s.Backoff.MaxAttempts = a.ReconnectMaxAttempts
+	s.KeepaliveTime = a.KeepaliveTime
+	s.KeepaliveTimeout = a.KeepaliveTimeout
 	return s
+}
+
+// Redis maps checkpoint.redis onto the Redis store's configuration. Every
+// field of offsets.RedisConfig is reached by a key under checkpoint.redis.
+func (c *Config) Redis() offsets.RedisConfig {
+	r := c.Checkpoint.Redis
+	prefix := r.KeyPrefix
+	if prefix != "" {
+		prefix += ":"
+	}
+	return offsets.RedisConfig{Addr: r.Addr, Username: r.Username, Password: string(r.Password), DB: r.DB,
+		KeyPrefix: prefix, TLS: r.TLS, DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout,
+		WriteTimeout: r.WriteTimeout, MaxRetries: r.MaxRetries}
 }

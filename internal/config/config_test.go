@@ -48,14 +48,15 @@ func TestLoadConfigEnvOverridesAndSecrets(t *testing.T) {
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("file-token\n"), 0o600))
 	c, err := LoadConfig(writeConfig(t, minimalYAML+"amp:\n  token_file: "+tokenFile+"\n"), envMap(map[string]string{
-		"BRIDGE_KAFKA_BROKERS":                   "a:1, b:2",
-		"BRIDGE_STREAMS_0_SQL":                   "SELECT 1",
-		"BRIDGE_STREAMS_0_TRANSACTION_MAX_AGE":   "250ms",
-		"BRIDGE_AMP_MAX_RECV_BYTES":              "128MiB",
-		"BRIDGE_KAFKA_SASL_PASSWORD":             "hunter2",
-		"BRIDGE_STREAMS_0_RETENTION_BLOCKS":      "256",
-		"BRIDGE_CHECKPOINT_REDIS_PASSWORD":       "pw",
-		"BRIDGE_UNRELATED_VARIABLE_IS_IGNORED_1": "x",
+		"BRIDGE_KAFKA_BROKERS":                 "a:1, b:2",
+		"BRIDGE_STREAMS_0_SQL":                 "SELECT 1",
+		"BRIDGE_STREAMS_0_TRANSACTION_MAX_AGE": "250ms",
+		"BRIDGE_AMP_MAX_RECV_BYTES":            "128MiB",
+		"BRIDGE_KAFKA_SASL_PASSWORD":           "hunter2",
+		"BRIDGE_KAFKA_SASL_MECHANISM":          "SCRAM-SHA-512",
+		"BRIDGE_KAFKA_SASL_USERNAME":           "bridge",
+		"BRIDGE_STREAMS_0_RETENTION_BLOCKS":    "256",
+		"BRIDGE_CHECKPOINT_REDIS_PASSWORD":     "pw",
 	}))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a:1", "b:2"}, c.Kafka.Brokers)
@@ -77,19 +78,19 @@ func TestLoadConfigErrors(t *testing.T) {
 		errContains []string
 	}{
 		{"unknown key", minimalYAML + "bogus: 1\n", nil, []string{"bogus"}},
-		{"no brokers", "streams: [{id: a, sql: x}]\n", nil, []string{"kafka.brokers", "BRIDGE_KAFKA_BROKERS"}},
+		{"no brokers", "streams: [{id: a, sql: x}]\n", nil, []string{"kafka.brokers", "host:port"}},
 		{"no streams", "kafka: {brokers: [a:1]}\n", nil, []string{"streams", "at least one"}},
 		{"bad id", "kafka: {brokers: [a:1]}\nstreams: [{id: Bad!, sql: x}]\n", nil, []string{"streams[0] (Bad!).id", "lowercase"}},
 		{"dup id", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x}, {id: a, sql: y}]\n", nil, []string{"used by two streams"}},
 		{"empty sql", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: ' '}]\n", nil, []string{"streams[0] (a).sql"}},
 		{"row key without columns", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, key: row}]\n", nil, []string{"key_columns", "key: row"}},
-		{"bad envelope", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, envelope: json}]\n", nil, []string{"envelope", "debezium or flat"}},
-		{"bad fixed_as", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, fixed_as: base64}]\n", nil, []string{"streams[0] (a).fixed_as", "fixed, bytes or hex"}},
+		{"bad envelope", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, envelope: json}]\n", nil, []string{"streams (a).envelope", `want "debezium" or "flat"`}},
+		{"bad fixed_as", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, fixed_as: base64}]\n", nil, []string{"streams (a).fixed_as", `want "fixed", "hex" or "bytes"`}},
 		{"bad retraction", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, retraction: none}]\n", nil, []string{"retraction"}},
 		{"bad topic", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, topic: 'a b'}]\n", nil, []string{"topic"}},
-		{"bad delivery", minimalYAML + "", map[string]string{"BRIDGE_KAFKA_DELIVERY": "maybe-once"}, []string{"kafka.delivery", "exactly-once or at-least-once"}},
+		{"bad delivery", minimalYAML + "", map[string]string{"BRIDGE_KAFKA_DELIVERY": "maybe-once"}, []string{"kafka.delivery", `"maybe-once" is not "exactly-once" or "at-least-once"`}},
 		{"bad compression", minimalYAML, map[string]string{"BRIDGE_KAFKA_COMPRESSION": "brotli"}, []string{"kafka.compression"}},
-		{"small recv", minimalYAML, map[string]string{"BRIDGE_AMP_MAX_RECV_BYTES": "4MiB"}, []string{"amp.max_recv_bytes", "32MiB"}},
+		{"small recv", minimalYAML, map[string]string{"BRIDGE_AMP_MAX_RECV_BYTES": "4MiB"}, []string{"amp.max_recv_bytes", "32 MiB"}},
 		{"bad size", minimalYAML, map[string]string{"BRIDGE_AMP_MAX_RECV_BYTES": "lots"}, []string{"BRIDGE_AMP_MAX_RECV_BYTES", "unit"}},
 		{"bad duration", minimalYAML, map[string]string{"BRIDGE_STREAMS_0_TRANSACTION_MAX_AGE": "soon"}, []string{"BRIDGE_STREAMS_0_TRANSACTION_MAX_AGE", "duration"}},
 		{"sasl without password", minimalYAML, map[string]string{"BRIDGE_KAFKA_SASL_MECHANISM": "PLAIN", "BRIDGE_KAFKA_SASL_USERNAME": "u"}, []string{"kafka.sasl", "password"}},
