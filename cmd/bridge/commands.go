@@ -181,7 +181,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func (b *bridge) status(ctx context.Context, w io.Writer, now time.Time) error {
 	store := "file " + b.cfg.Checkpoint.Dir
-	if b.cfg.Checkpoint.Store == "redis" {
+	if b.cfg.Checkpoint.Store == config.StoreRedis {
 		store = "redis " + b.cfg.Checkpoint.Redis.Addr
 	}
 	heads := func(ctx context.Context, sql string) (map[string]uint64, error) {

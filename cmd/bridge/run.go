@@ -122,7 +122,7 @@ func connect(ctx context.Context, cfg *config.Config, log *slog.Logger, needs ne
 func (b *bridge) openStore(ctx context.Context) error {
 	cfg, log := b.cfg, b.log
 	switch cfg.Checkpoint.Store {
-	case "file":
+	case config.StoreFile:
 		fs, err := offsets.NewFileStore(cfg.Checkpoint.Dir, log.With("component", "offsets"))
 		if err != nil {
 			return fmt.Errorf("opening the checkpoint directory: %w", err)

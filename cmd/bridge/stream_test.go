@@ -568,10 +568,12 @@ func TestRewindRecoversAReorgDeeperThanRetention(t *testing.T) {
 // modes and verifies each topic.
 func TestRunModes(t *testing.T) {
 	for _, m := range []struct {
-		name, envelope, retraction string
-		key                        config.KeyMode
-		keyCols                    []string
-		fixedAs                    string
+		name       string
+		envelope   config.Envelope
+		retraction config.Retraction
+		key        config.KeyMode
+		keyCols    []string
+		fixedAs    config.FixedAs
 	}{
 		{"row-key", "debezium", "both", config.KeyRow, []string{"tx_hash"}, "fixed"},
 		{"flat", "flat", "both", config.KeyBatch, nil, "fixed"},

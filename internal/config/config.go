@@ -165,19 +165,21 @@ type RegistryConfig struct {
 
 // CheckpointConfig says where checkpoints live.
 type CheckpointConfig struct {
-	// Store is StoreRedis (default) or StoreFile. It stays a plain string
-	// (callers concatenate it with other strings).
-	Store string `yaml:"store"`
+	// Store is StoreRedis (default) or StoreFile.
+	Store StoreKind `yaml:"store"`
 	// Dir is the directory of the file store. Default ".bridge-state".
 	Dir string `yaml:"dir"`
 	// Redis is the Redis store.
 	Redis RedisConfig `yaml:"redis"`
 }
 
+// StoreKind names a checkpoint store.
+type StoreKind string
+
 // Checkpoint stores, the values of checkpoint.store.
 const (
-	StoreRedis = "redis"
-	StoreFile  = "file"
+	StoreRedis StoreKind = "redis"
+	StoreFile  StoreKind = "file"
 )
 
 // RedisConfig is the Redis checkpoint store: every field of
@@ -246,13 +248,13 @@ type StreamConfig struct {
 	// KeyColumns are the row-key columns in row mode.
 	KeyColumns []string `yaml:"key_columns"`
 	// Envelope is debezium (default) or flat.
-	Envelope string `yaml:"envelope"`
+	Envelope Envelope `yaml:"envelope"`
 	// FixedAs is how FixedSizeBinary columns (hashes, addresses) are
 	// written: fixed (default: Avro fixed Bytes<n>), bytes (Avro bytes, for
 	// readers that cannot read a fixed as bytes) or hex ("0x…" strings).
-	FixedAs string `yaml:"fixed_as"`
+	FixedAs FixedAs `yaml:"fixed_as"`
 	// Retraction is both (default), retract or tombstone.
-	Retraction string `yaml:"retraction"`
+	Retraction Retraction `yaml:"retraction"`
 	// RetentionBlocks is how deep a reorg can be undone. Default 128.
 	RetentionBlocks uint64 `yaml:"retention_blocks"`
 	// Transaction is the transaction budget.
@@ -302,10 +304,10 @@ type BackfillConfig struct {
 func (s StreamConfig) EncodeConfig(topic, version string) (encode.Config, error) {
 	c := encode.Config{Stream: s.ID, Topic: topic, KeyColumns: s.KeyColumns, Version: version}
 	var err error
-	if c.Envelope, err = encode.ParseEnvelope(s.Envelope); err != nil {
+	if c.Envelope, err = encode.ParseEnvelope(string(s.Envelope)); err != nil {
 		return c, fmt.Errorf("config streams (%s).envelope: %w: %w", s.ID, err, ErrInvalid)
 	}
-	if c.FixedAs, err = encode.ParseFixedAs(s.FixedAs); err != nil {
+	if c.FixedAs, err = encode.ParseFixedAs(string(s.FixedAs)); err != nil {
 		return c, fmt.Errorf("config streams (%s).fixed_as: %w: %w", s.ID, err, ErrInvalid)
 	}
 	return c, nil

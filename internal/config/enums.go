@@ -40,29 +40,50 @@ const (
 	KeyRow   KeyMode = "row"
 )
 
-// The values of streams[].envelope, streams[].fixed_as and
-// streams[].retraction. Those fields stay plain strings: the run loop's
-// tests assign them from string variables. envelope and fixed_as are
-// validated by the encoder (StreamConfig.EncodeConfig), retraction by
-// Validate.
+// Envelope is the value envelope of a stream's records; the encoder
+// validates it (encode.ParseEnvelope, through StreamConfig.EncodeConfig).
+type Envelope string
+
+// Envelopes.
 const (
 	// EnvelopeDebezium is the Debezium envelope (default).
-	EnvelopeDebezium = "debezium"
+	EnvelopeDebezium Envelope = "debezium"
 	// EnvelopeFlat is the row's columns and _amp_* fields.
-	EnvelopeFlat = "flat"
-	// FixedAsFixed writes FixedSizeBinary as Avro fixed (default).
-	FixedAsFixed = "fixed"
-	// FixedAsBytes writes FixedSizeBinary as Avro bytes.
-	FixedAsBytes = "bytes"
-	// FixedAsHex writes FixedSizeBinary as "0x…" strings.
-	FixedAsHex = "hex"
-	// RetractionBoth publishes op=d events and a tombstone (default).
-	RetractionBoth = "both"
-	// RetractionRetract publishes op=d events only.
-	RetractionRetract = "retract"
-	// RetractionTombstone publishes the tombstone only.
-	RetractionTombstone = "tombstone"
+	EnvelopeFlat Envelope = "flat"
 )
+
+// FixedAs is how FixedSizeBinary columns are written; the encoder
+// validates it (encode.ParseFixedAs, through StreamConfig.EncodeConfig).
+type FixedAs string
+
+// FixedSizeBinary writings.
+const (
+	// FixedAsFixed writes FixedSizeBinary as Avro fixed (default).
+	FixedAsFixed FixedAs = "fixed"
+	// FixedAsBytes writes FixedSizeBinary as Avro bytes.
+	FixedAsBytes FixedAs = "bytes"
+	// FixedAsHex writes FixedSizeBinary as "0x…" strings.
+	FixedAsHex FixedAs = "hex"
+)
+
+// Retraction is what a reorg publishes for a retracted batch.
+type Retraction string
+
+// Retraction modes.
+const (
+	// RetractionBoth publishes op=d events and a tombstone (default).
+	RetractionBoth Retraction = "both"
+	// RetractionRetract publishes op=d events only.
+	RetractionRetract Retraction = "retract"
+	// RetractionTombstone publishes the tombstone only.
+	RetractionTombstone Retraction = "tombstone"
+)
+
+// Events reports whether the mode publishes op=d events.
+func (r Retraction) Events() bool { return r != RetractionTombstone }
+
+// Tombstones reports whether the mode publishes tombstones.
+func (r Retraction) Tombstones() bool { return r != RetractionRetract }
 
 // LogLevel is the slog level.
 type LogLevel string

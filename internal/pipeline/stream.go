@@ -773,8 +773,7 @@ func (r *Stream) retract(ctx context.Context, b offsets.Batch) (int, error) {
 		return 0, fmt.Errorf("stream %s: reading back batch %s to retract it: %w", r.cfg.ID, b.ID, err)
 	}
 	headers := recordHeaders(r.cfg.ID, b.ID, "d", b.Ranges)
-	retract := r.cfg.Retraction != "tombstone"
-	tombstone := r.cfg.Retraction != "retract"
+	retract, tombstone := r.cfg.Retraction.Events(), r.cfg.Retraction.Tombstones()
 	now := r.deps.Now().UnixMilli()
 	n := 0
 	for _, recs := range read {
