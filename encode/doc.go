@@ -82,9 +82,10 @@
 //
 // Keys: by default the key is the batch id as UTF-8 text (not Avro). With
 // Config.KeyColumns the key is the Avro record <ns>.Key of those columns,
-// framed like the value and registered as <topic>-key. Encoder.Headers
-// returns the per-batch record headers (amp-batch-id, amp-op, amp-network,
-// amp-range, amp-stream).
+// framed like the value and registered as <topic>-key. The names of the
+// record headers (amp-batch-id, amp-op, amp-network, amp-range, amp-stream)
+// are HeaderBatchID and the others; FormatRangeHeaders and
+// ParseRangeHeaders write and read the values of amp-network and amp-range.
 //
 // # Hot path and memory
 //
