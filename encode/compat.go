@@ -15,6 +15,11 @@ import (
 // name, fixed types their size, enums every writer symbol, and every branch a
 // writer union can hold must resolve in the reader. A failure is an
 // *IncompatibleError naming the field; the caller fills in Subject.
+//
+// Aliases and enum defaults are not read, so a reader that relies on them
+// is refused although resolution would accept it; the encoder generates
+// neither. TestCheckBackwardAgreesWithHamba checks the verdicts against
+// hamba/avro's SchemaCompatibility, whose errors do not name the field.
 func CheckBackward(reader, writer string) error {
 	r, err := parseSchema(reader)
 	if err != nil {

@@ -82,9 +82,10 @@
 //
 // Keys: by default the key is the batch id as UTF-8 text (not Avro). With
 // Config.KeyColumns the key is the Avro record <ns>.Key of those columns,
-// framed like the value and registered as <topic>-key. Encoder.Headers
-// returns the per-batch record headers (amp-batch-id, amp-op, amp-network,
-// amp-range, amp-stream).
+// framed like the value and registered as <topic>-key. The names of the
+// record headers (amp-batch-id, amp-op, amp-network, amp-range, amp-stream)
+// are HeaderBatchID and the others; FormatRangeHeaders and
+// ParseRangeHeaders write and read the values of amp-network and amp-range.
 //
 // # Hot path and memory
 //
@@ -92,11 +93,12 @@
 // batch's buffers and appends each row's framed value (and key) to a Batch,
 // a reusable byte arena: no maps, no reflection and no allocation per row once
 // the arena has grown to the workload (nor per batch with a single block
-// range). Per batch, a column without nulls gets a plain variant of its
-// writer (no validity test), the envelope's constant parts are encoded once
-// (those that depend on the block number once per block), and the columns
-// of common types are written inline by one loop over per-column ops (see
-// ops.go), without a call per value. Encode reads the record batch only
+// range). Per batch, the envelope's constant parts are encoded once (those
+// that depend on the block number once per block), and the columns of
+// common types, and the elements of lists and fields of structs of those
+// types, are written inline by one loop over per-column ops (see ops.go),
+// without a call per value and, for a column without nulls, without a
+// validity test. Encode reads the record batch only
 // during the call and neither retains nor releases it (the caller owns it).
 // Batch slices are valid until Batch.Reset; reset a Batch only after Kafka
 // has acknowledged or aborted its records. An Encoder is not safe for

@@ -401,31 +401,6 @@ func TestVarintAndDecimalFastPaths(t *testing.T) {
 	}
 }
 
-func TestHeaders(t *testing.T) {
-	enc := newTestEncoder(t, Config{Stream: "eth"}, logsSchema())
-	r1, r2 := testRange(10, 12), testRange(7, 7)
-	r2.Network = "base"
-	tests := []struct {
-		name string
-		meta BatchMeta
-		want map[string]string
-	}{
-		{"one range", BatchMeta{Op: OpCreate, Ranges: []reorg.BlockRange{r1}},
-			map[string]string{HeaderBatchID: reorg.BatchID([]reorg.BlockRange{r1}), HeaderOp: "c", HeaderNetwork: "mainnet", HeaderRange: "10-12", HeaderStream: "eth"}},
-		{"two networks", BatchMeta{Op: OpDelete, BatchID: "x", Ranges: []reorg.BlockRange{r1, r2}},
-			map[string]string{HeaderBatchID: "x", HeaderOp: "d", HeaderNetwork: "mainnet|base", HeaderRange: "10-12|7-7", HeaderStream: "eth"}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got := map[string]string{}
-			for _, h := range enc.Headers(tc.meta) {
-				got[h.Key] = string(h.Value)
-			}
-			assert.Equal(t, tc.want, got)
-		})
-	}
-}
-
 // TestASCIIFastPath checks the ASCII test that lets strings skip utf8.Valid:
 // it must be true exactly when every byte is below 0x80, at every length
 // and position of the first non-ASCII byte.

@@ -193,8 +193,8 @@ func (e *Encoder) Encode(rec arrow.RecordBatch, meta BatchMeta, out *Batch) erro
 	}
 	e.blk.bind(rec, &e.st)
 	e.buildSegments(&meta, batchID)
-	e.ops = chooseOps(e.ops, e.cs.cols, e.st.noPlain)
-	e.keyOps = chooseOps(e.keyOps, e.cs.keyCols, e.st.noPlain)
+	e.ops = chooseOps(e.ops, e.cs.cols, e.st.noOps)
+	e.keyOps = chooseOps(e.keyOps, e.cs.keyCols, e.st.noOps)
 
 	n := int(rec.NumRows())
 	b, recs := out.buf, out.recs

@@ -109,8 +109,8 @@ func randomSchema(r *rand.Rand) *arrow.Schema {
 //     record;
 //  5. the retraction of every record decodes with before = the original
 //     after, after = null, op = "d";
-//  6. the per-batch plain writers write the same bytes as the general
-//     writers.
+//  6. the inline ops (of columns, list elements and struct fields) write
+//     the same bytes as the general writers.
 func FuzzEncode(f *testing.F) {
 	for seed := range uint64(12) {
 		f.Add(seed, uint8(20), uint8(0))
@@ -134,11 +134,10 @@ func FuzzEncode(f *testing.F) {
 		var out Batch
 		require.NoError(t, enc.Encode(part, BatchMeta{Op: OpCreate, Ranges: []reorg.BlockRange{testRange(1, 2)}, TsMs: 5}, &out))
 		require.Equal(t, int(part.NumRows()), out.Len())
-		// 6. the plain writers (columns without nulls) write the same bytes
-		// as the general ones.
+		// 6. the inline ops write the same bytes as the general writers.
 		general, err := NewEncoder(Config{Stream: "fuzz"}, s)
 		require.NoError(t, err)
-		general.st.noPlain = true
+		general.st.noOps = true
 		var gout Batch
 		require.NoError(t, general.Encode(part, BatchMeta{Op: OpCreate, Ranges: []reorg.BlockRange{testRange(1, 2)}, TsMs: 5}, &gout))
 		require.Equal(t, gout.buf, out.buf, "schema %s", s)

@@ -11,11 +11,12 @@ import (
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 )
 
-// TestPlainWritersMatchGeneral encodes batches whose columns have no nulls
-// (so Encode picks the plain writers) and batches with nulls, in every
+// TestOpsMatchGeneral encodes batches whose columns have no nulls and
+// batches with nulls (inline ops, also for the elements of lists and the
+// fields of structs: access and authorization lists), in every
 // envelope and in row-key mode, and checks the bytes equal those of the
 // general writers.
-func TestPlainWritersMatchGeneral(t *testing.T) {
+func TestOpsMatchGeneral(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	txs := transactionsBatch(mem, 300, 9)
@@ -38,22 +39,22 @@ func TestPlainWritersMatchGeneral(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			plain := newTestEncoder(t, tc.cfg, tc.rec.Schema())
+			inline := newTestEncoder(t, tc.cfg, tc.rec.Schema())
 			general := newTestEncoder(t, tc.cfg, tc.rec.Schema())
-			general.st.noPlain = true
+			general.st.noOps = true
 			var p, g Batch
-			require.NoError(t, plain.Encode(tc.rec, meta, &p))
+			require.NoError(t, inline.Encode(tc.rec, meta, &p))
 			require.NoError(t, general.Encode(tc.rec, meta, &g))
 			require.Equal(t, g.Len(), p.Len())
 			for i := range p.Len() {
 				require.Equal(t, g.Value(i), p.Value(i), "value of row %d", i)
 				require.Equal(t, g.Key(i), p.Key(i), "key of row %d", i)
 			}
-			// inline ops (or plain writers) were in use for at least one
+			// inline ops were in use for at least one
 			// column, and only the general writers in the other encoder
 			n := 0
-			for j, o := range plain.ops {
-				if o.kind != opWriter || o.w != plain.cs.cols[j] {
+			for j, o := range inline.ops {
+				if o.kind != opWriter || o.w != inline.cs.cols[j] {
 					n++
 				}
 			}

@@ -7,7 +7,8 @@ import (
 	"unicode/utf8"
 )
 
-// The row loop runs the columns of a batch as ops. For a column whose type
+// The row loop runs the columns of a batch as ops, and so do the writers of
+// lists (per element) and structs (per field). For a column whose type
 // is common in chain data (hashes, addresses, integers, booleans, strings,
 // bytes, decimals, and lists when empty) the op holds the column's raw
 // buffers, and writeOps encodes the value inline, in one function, so that
@@ -98,7 +99,23 @@ func opOf(w writer) op {
 	case *listWriter[int32]:
 		return op{kind: opList, union: w.nullable, bits: w.bits, off: w.off, w: w, offs: w.offs}
 	}
-	return op{kind: opWriter, w: plainOf(w)}
+	return op{kind: opWriter, w: w}
+}
+
+// childOp is opOf for the child of a nested writer (a list's element, a
+// struct's field): the general writer when the encoder's tests ask for it.
+func (v *valid) childOp(w writer) op {
+	if v.st != nil && v.st.noOps {
+		return op{kind: opWriter, w: w}
+	}
+	return opOf(w)
+}
+
+func boolInt(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 // An opWriter op has neither bits nor union: the writer writes those.

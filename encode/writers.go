@@ -27,9 +27,9 @@ type writer interface {
 // encState records the first value error of a batch; writers report into it
 // instead of returning errors so the per-value call stays cheap.
 type encState struct {
-	err     *ValueError
-	row     int
-	noPlain bool // tests: always use the general writers
+	err   *ValueError
+	row   int
+	noOps bool // tests: always use the general writers, never the inline ops
 }
 
 func (s *encState) fail(col, value, reason string) {
@@ -619,7 +619,7 @@ type listWriter[O int32 | int64] struct {
 	valid
 	offs  []O
 	child writer
-	cur   writer // child or its plain variant for the bound batch
+	ops   []op // the child's op for the bound batch (one)
 }
 
 func (w *listWriter[O]) bind(a arrow.Array) error {
@@ -639,7 +639,7 @@ func (w *listWriter[O]) bind(a arrow.Array) error {
 	if err := w.child.bind(values); err != nil {
 		return err
 	}
-	w.cur = w.plainChild(w.child)
+	w.ops = append(w.ops[:0], w.childOp(w.child))
 	return nil
 }
 
@@ -657,7 +657,7 @@ func (w *listWriter[O]) write(b []byte, i int) []byte {
 	if e > s {
 		b = appendLong(b, int64(e-s))
 		for k := s; k < e; k++ {
-			b = w.cur.write(b, k)
+			b = writeOps(b, w.ops, k)
 		}
 	}
 	return append(b, 0)
@@ -667,7 +667,7 @@ type fixedListWriter struct {
 	valid
 	size  int
 	child writer
-	cur   writer
+	ops   []op // the child's op for the bound batch (one)
 }
 
 func (w *fixedListWriter) bind(a arrow.Array) error {
@@ -679,7 +679,7 @@ func (w *fixedListWriter) bind(a arrow.Array) error {
 	if err := w.child.bind(x.ListValues()); err != nil {
 		return err
 	}
-	w.cur = w.plainChild(w.child)
+	w.ops = append(w.ops[:0], w.childOp(w.child))
 	return nil
 }
 
@@ -696,7 +696,7 @@ func (w *fixedListWriter) write(b []byte, i int) []byte {
 		b = appendLong(b, int64(w.size))
 		s := (w.off + i) * w.size
 		for k := s; k < s+w.size; k++ {
-			b = w.cur.write(b, k)
+			b = writeOps(b, w.ops, k)
 		}
 	}
 	return append(b, 0)
@@ -747,7 +747,7 @@ func (w *mapWriter) write(b []byte, i int) []byte {
 type structWriter struct {
 	valid
 	children []writer
-	cur      []writer // children or their plain variants for the bound batch
+	ops      []op // the children's ops for the bound batch
 }
 
 func (w *structWriter) bind(a arrow.Array) error {
@@ -761,9 +761,9 @@ func (w *structWriter) bind(a arrow.Array) error {
 			return err
 		}
 	}
-	w.cur = w.cur[:0]
+	w.ops = w.ops[:0]
 	for _, c := range w.children {
-		w.cur = append(w.cur, w.plainChild(c))
+		w.ops = append(w.ops, w.childOp(c))
 	}
 	return nil
 }
@@ -777,10 +777,7 @@ func (w *structWriter) write(b []byte, i int) []byte {
 			b = append(b, 2)
 		}
 	}
-	for _, c := range w.cur {
-		b = c.write(b, i)
-	}
-	return b
+	return writeOps(b, w.ops, i)
 }
 
 type dictIndex interface {
