@@ -188,6 +188,7 @@ func requireClean(t *testing.T, rep ops.VerifyReport) {
 	assert.Zero(t, rep.Unretracted, "replaced rows left unretracted")
 }
 
+// Conformance: amp-protocol.md §8 F1 (happy path, commit at each watermark) through the whole bridge.
 func TestRunHappyPathMultiBlockRanges(t *testing.T) { scenarioHappyPath(t, fakeServices(t)) }
 
 func scenarioHappyPath(t *testing.T, svc services) {
@@ -230,6 +231,7 @@ func scenarioReorgs(t *testing.T, svcs func(testing.TB) services) {
 	}
 }
 
+// Conformance: amp-protocol.md §8 F3 (reorg while disconnected, transactional consumer) through the whole bridge.
 func TestRunReorgWhileDown(t *testing.T) { scenarioReorgWhileDown(t, fakeServices(t)) }
 
 func scenarioReorgWhileDown(t *testing.T, svc services) {
@@ -262,6 +264,7 @@ func scenarioPartialReorg(t *testing.T, svc services) {
 	requireClean(t, h.verify())
 }
 
+// Conformance: amp-protocol.md §8 F1 (kill and restart: the cursor is the last committed watermark) through the whole bridge.
 func TestRunRestartAndLostCheckpoint(t *testing.T) { scenarioLostCheckpoint(t, fakeServices(t)) }
 
 func scenarioLostCheckpoint(t *testing.T, svc services) {
@@ -316,6 +319,7 @@ func (h *harness) flushPrefix(t *testing.T, addr string) {
 
 // TestIntegrationRunScenarios runs every run-loop scenario against the real
 // Kafka broker, redis-server and registry of deploy/local.
+// Conformance: amp-protocol.md §8 F1 and F3 against the real Kafka broker and redis-server.
 func TestIntegrationRunScenarios(t *testing.T) {
 	t.Run("happy-path", func(t *testing.T) { scenarioHappyPath(t, realServices(t)) })
 	t.Run("backfill", func(t *testing.T) { scenarioBackfill(t, realServices(t)) })

@@ -158,7 +158,11 @@ func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyRe
 			}
 			live[key] = rowState{batch: ev.batchID, block: ev.block, row: ev.row}
 			if _, ok := batchRanges[ev.batchID]; !ok {
-				batchRanges[ev.batchID] = parseRangeHeader(rec)
+				rgs, err := rangeHeaders(rec)
+				if err != nil {
+					return rep, fmt.Errorf("record %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+				}
+				batchRanges[ev.batchID] = rgs
 			}
 		case "d":
 			if _, ok := live[key]; ok {
@@ -284,20 +288,10 @@ func hdr(rec sink.ReadRecord, key string) []byte {
 	return v
 }
 
-// parseRangeHeader reads amp-network and amp-range ("start-end", joined
-// with "|") back into ranges (hashes are not in headers).
-func parseRangeHeader(rec sink.ReadRecord) []reorg.BlockRange {
-	nets := strings.Split(string(hdr(rec, encode.HeaderNetwork)), "|")
-	spans := strings.Split(string(hdr(rec, encode.HeaderRange)), "|")
-	var out []reorg.BlockRange
-	for i := range min(len(nets), len(spans)) {
-		var r reorg.BlockRange
-		r.Network = nets[i]
-		if _, err := fmt.Sscanf(spans[i], "%d-%d", &r.Start, &r.End); err == nil {
-			out = append(out, r)
-		}
-	}
-	return out
+// rangeHeaders reads the amp-network and amp-range headers back into
+// ranges (hashes are not in headers).
+func rangeHeaders(rec sink.ReadRecord) ([]reorg.BlockRange, error) {
+	return encode.ParseRangeHeaders(string(hdr(rec, encode.HeaderNetwork)), string(hdr(rec, encode.HeaderRange)))
 }
 
 // committedCursor returns the cursor of the stream's newest committed

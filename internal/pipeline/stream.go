@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -679,17 +678,12 @@ func (r *Stream) data(ctx context.Context, ev reorg.Event, env source.Envelope) 
 }
 
 func recordHeaders(stream, batchID, op string, ranges []reorg.BlockRange) []sink.Header {
-	nets := make([]string, len(ranges))
-	spans := make([]string, len(ranges))
-	for i, rg := range ranges {
-		nets[i] = rg.Network
-		spans[i] = strconv.FormatUint(rg.Start, 10) + "-" + strconv.FormatUint(rg.End, 10)
-	}
+	network, span := encode.FormatRangeHeaders(ranges)
 	return []sink.Header{
 		{Key: encode.HeaderBatchID, Value: []byte(batchID)},
 		{Key: encode.HeaderOp, Value: []byte(op)},
-		{Key: encode.HeaderNetwork, Value: []byte(strings.Join(nets, "|"))},
-		{Key: encode.HeaderRange, Value: []byte(strings.Join(spans, "|"))},
+		{Key: encode.HeaderNetwork, Value: []byte(network)},
+		{Key: encode.HeaderRange, Value: []byte(span)},
 		{Key: encode.HeaderStream, Value: []byte(stream)},
 	}
 }

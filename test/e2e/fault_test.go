@@ -43,6 +43,8 @@ type faultEnv struct {
 // services: a private Kafka broker (so it can be restarted), a private
 // redis-server (so it can be killed and flushed) and the registry of
 // `make services` (srfake in-process when BRIDGE_TEST_REGISTRY_URL is unset).
+// Conformance: amp-protocol.md §8 F2 (a crash between the sink write and the
+// commit: the restart replays without duplicates), at random kill points.
 func TestIntegrationFaultSIGKILL(t *testing.T) {
 	python := testenv.Python(t)
 	broker := testenv.StartKafkaBroker(t)
@@ -63,7 +65,7 @@ func TestIntegrationFaultSIGKILL(t *testing.T) {
 // against the in-process stand-ins (kfake, miniredis, srfake), so the two
 // can be compared. kfake cannot be restarted and miniredis cannot rebind its
 // port while the bridge holds connections, so there is no broker or Redis
-// restart; the FLUSHALL stays.
+// restart; the FLUSHALL stays. Conformance: amp-protocol.md §8 F2, as above.
 func TestIntegrationFaultFakes(t *testing.T) {
 	python := testenv.Python(t)
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1),
