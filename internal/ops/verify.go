@@ -3,7 +3,6 @@ package ops
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -79,6 +78,25 @@ type rowState struct {
 // retractions and tombstones, and compares the rows left with a fresh
 // batch query of the same SQL at Amp over the blocks the stream has
 // committed.
+//
+// What it checks, and what each check depends on:
+//
+//   - Missing, Extra and Matching compare row contents, and are independent
+//     of the encoder: Amp's Arrow rows are rendered straight from Arrow
+//     (renderArrowRow), the topic's records are decoded by goavro with their
+//     writer schema (from the registry, or the stream's schema for
+//     single-object encoding) and rendered by walking that schema. An
+//     encoder that wrote a wrong value makes them differ. The writer schema
+//     itself is the encoder's schema builder's: a column it left out or
+//     mistyped shows as a difference too, but a schema that goavro reads
+//     differently from its intent (e.g. a wrong logical type) is trusted.
+//   - Duplicated counts rows delivered twice, by (source.batch_id,
+//     source.row) and by content: it relies on the envelope's source fields.
+//   - Unretracted counts batches whose block ranges (the amp-network and
+//     amp-range headers) overlap another live batch's: it relies on the
+//     headers the run loop writes.
+//   - Retractions are applied by op "d" with the same (batch id, row) and by
+//     tombstones keyed by batch id: the envelope's and the key's meaning.
 func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyReport, error) {
 	version := v.Version
 	rep := VerifyReport{Stream: sc.ID}
@@ -120,11 +138,13 @@ func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyRe
 	if err != nil {
 		return rep, err
 	}
-	enc, err := encode.NewEncoder(encCfg, schema)
+	// The stream's current value schema, for records written without a
+	// registry (single-object encoding names it by fingerprint).
+	schemas, err := encode.BuildSchemas(encCfg, schema)
 	if err != nil {
 		return rep, err
 	}
-	codecs := newCodecCache(enc.Schemas().Value, v.Registry)
+	codecs := newCodecCache(schemas.Value, v.Registry)
 
 	// Replay the topic: inserts, retractions, tombstones.
 	records, err := v.Reader.ReadTopic(ctx, rep.Topic)
@@ -188,7 +208,6 @@ func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyRe
 		return rep, fmt.Errorf("querying Amp for the expected rows: %w", err)
 	}
 	defer qs.Close()
-	var out encode.Batch
 	for {
 		e, err := qs.Next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -201,20 +220,18 @@ func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyRe
 			e.Release()
 			continue
 		}
-		out.Reset()
-		err = enc.Encode(e.Batch, encode.BatchMeta{Op: encode.OpRead, Ranges: e.Ranges}, &out)
-		e.Release()
-		if err != nil {
-			return rep, fmt.Errorf("encoding the expected rows: %w", err)
-		}
-		for i := range out.Len() {
-			ev, err := codecs.decodeWith(codecs.local, out.Value(i)[enc.ValueFraming().HeaderLen():])
+		// Amp's rows are rendered from Arrow directly, never through the
+		// encoder (see renderArrowRow).
+		for i := range int(e.Batch.NumRows()) {
+			row, err := renderArrowRow(e.Batch, i)
 			if err != nil {
-				return rep, err
+				e.Release()
+				return rep, fmt.Errorf("rendering the expected rows: %w", err)
 			}
-			expected[ev.row]++
+			expected[row]++
 			rep.Expected++
 		}
+		e.Release()
 	}
 
 	actual := map[string]int{}
@@ -364,18 +381,37 @@ type decodedEvent struct {
 	row      string
 }
 
+// writerSchema is a writer schema a topic's records use: goavro's codec
+// and the parsed schema verify renders rows by.
+type writerSchema struct {
+	codec  *goavro.Codec
+	schema *avroSchema
+}
+
+func newWriterSchema(text string) (*writerSchema, error) {
+	codec, err := goavro.NewCodec(text)
+	if err != nil {
+		return nil, err
+	}
+	s, err := parseAvroSchema(text)
+	if err != nil {
+		return nil, err
+	}
+	return &writerSchema{codec: codec, schema: s}, nil
+}
+
 // codecCache decodes envelope values by their framing.
 type codecCache struct {
-	local    *goavro.Codec
+	local    *writerSchema
 	localErr error
 	localFP  encode.Framing
-	byID     map[int]*goavro.Codec
+	byID     map[int]*writerSchema
 	registry *encode.Registry
 }
 
 func newCodecCache(valueSchema string, reg *encode.Registry) *codecCache {
-	c := &codecCache{byID: map[int]*goavro.Codec{}, registry: reg}
-	c.local, c.localErr = goavro.NewCodec(valueSchema)
+	c := &codecCache{byID: map[int]*writerSchema{}, registry: reg}
+	c.local, c.localErr = newWriterSchema(valueSchema)
 	c.localFP, _ = encode.SingleObjectFraming(valueSchema)
 	return c
 }
@@ -386,7 +422,7 @@ func (c *codecCache) decode(ctx context.Context, value []byte) (decodedEvent, er
 		return decodedEvent{}, err
 	}
 	if id, ok := f.ID(); ok {
-		codec, ok := c.byID[id]
+		ws, ok := c.byID[id]
 		if !ok {
 			if c.registry == nil {
 				return decodedEvent{}, fmt.Errorf("record has schema id %d but no registry is configured (set registry.url)", id)
@@ -395,24 +431,26 @@ func (c *codecCache) decode(ctx context.Context, value []byte) (decodedEvent, er
 			if err != nil {
 				return decodedEvent{}, fmt.Errorf("fetching schema %d: %w", id, err)
 			}
-			if codec, err = goavro.NewCodec(text); err != nil {
+			if ws, err = newWriterSchema(text); err != nil {
 				return decodedEvent{}, fmt.Errorf("parsing schema %d: %w", id, err)
 			}
-			c.byID[id] = codec
+			c.byID[id] = ws
 		}
-		return c.decodeWith(codec, body)
+		return decodeWith(ws, body)
 	}
 	if f != c.localFP {
 		return decodedEvent{}, fmt.Errorf("record written with schema %s, which the stream's current schema is not", f)
 	}
-	return c.decodeWith(c.local, body)
-}
-
-func (c *codecCache) decodeWith(codec *goavro.Codec, body []byte) (decodedEvent, error) {
-	if codec == nil {
+	if c.local == nil {
 		return decodedEvent{}, fmt.Errorf("parsing the value schema: %w", c.localErr)
 	}
-	native, _, err := codec.NativeFromBinary(body)
+	return decodeWith(c.local, body)
+}
+
+// decodeWith decodes one envelope with goavro and renders its row image by
+// the writer schema (avroSchema.renderRow).
+func decodeWith(ws *writerSchema, body []byte) (decodedEvent, error) {
+	native, _, err := ws.codec.NativeFromBinary(body)
 	if err != nil {
 		return decodedEvent{}, err
 	}
@@ -425,14 +463,11 @@ func (c *codecCache) decodeWith(codec *goavro.Codec, body []byte) (decodedEvent,
 		ev.op, _ = m["_amp_op"].(string)
 		ev.batchID, _ = unionValue(m["_amp_batch_id"]).(string)
 		ev.rowIndex, _ = unionValue(m["_amp_row"]).(int64)
-		row := map[string]any{}
-		for k, v := range m {
-			if !strings.HasPrefix(k, "_amp_") {
-				row[k] = v
-			}
+		if b, ok := unionValue(m["_amp_block_num"]).(int64); ok {
+			ev.block = uint64(b)
 		}
-		ev.row = canonical(row)
-		return ev, nil
+		ev.row, err = ws.schema.renderRow(m, func(name string) bool { return strings.HasPrefix(name, "_amp_") })
+		return ev, err
 	}
 	ev.op, _ = m["op"].(string)
 	src, _ := m["source"].(map[string]any)
@@ -441,12 +476,20 @@ func (c *codecCache) decodeWith(codec *goavro.Codec, body []byte) (decodedEvent,
 	if b, ok := unionValue(src["block_num"]).(int64); ok {
 		ev.block = uint64(b)
 	}
-	img := m["after"]
+	image := "after"
 	if ev.op == "d" {
-		img = m["before"]
+		image = "before"
 	}
-	ev.row = canonical(unionValue(img))
-	return ev, nil
+	is, ok := ws.schema.field(image)
+	if !ok {
+		return ev, fmt.Errorf("the writer schema has no field %q", image)
+	}
+	row, err := is.render(m[image])
+	if err != nil {
+		return ev, fmt.Errorf("rendering %s: %w", image, err)
+	}
+	ev.row, err = marshalCanonical(row)
+	return ev, err
 }
 
 // unionValue unwraps goavro's {"type": value} union form.
@@ -457,12 +500,4 @@ func unionValue(v any) any {
 		}
 	}
 	return v
-}
-
-func canonical(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprintf("%v", v)
-	}
-	return string(b)
 }
