@@ -211,8 +211,10 @@ func scenarioBackfillHandoverRestart(t *testing.T, svc services) {
 	require.Eventually(t, func() bool { return h.count("handover") == 1 }, 30*time.Second, 5*time.Millisecond)
 	require.NoError(t, stop())
 	assert.Zero(t, h.count("commit"), "nothing live yet")
-	stop = h.run()
-	time.Sleep(300 * time.Millisecond)
+	stop, b := h.runBridge()
+	// Ready: the restart reconciled the hand-over checkpoint and opened the
+	// live stream.
+	require.Eventually(t, func() bool { return len(b.notReady()) == 0 }, 30*time.Second, 5*time.Millisecond)
 	require.NoError(t, stop())
 	if h.svc.flush != nil {
 		h.svc.flush(t)

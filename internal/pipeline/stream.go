@@ -207,11 +207,11 @@ func fingerprintOf(sql string, s *arrow.Schema) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// permanent reports whether retrying cannot fix err: the data, the
+// Permanent reports whether retrying cannot fix err: the data, the
 // configuration or another instance is in the way, and an operator must act.
 // Everything else (a broker or Redis restarting, Amp unavailable, an unknown
 // transaction outcome) restarts the stream from its checkpoint and Kafka.
-func permanent(err error) bool {
+func Permanent(err error) bool {
 	var verr *encode.ValueError
 	return errors.Is(err, reorg.ErrUnrecoverable) || errors.Is(err, reorg.ErrInvalidRanges) ||
 		errors.Is(err, sink.ErrFenced) || errors.Is(err, offsets.ErrFenced) ||
@@ -224,34 +224,19 @@ func permanent(err error) bool {
 
 // Run publishes the stream until ctx ends or a permanent error. Any other
 // error rebuilds everything from the checkpoint and Kafka, after a capped,
-// growing pause.
+// growing pause (supervisor).
 func (r *Stream) Run(ctx context.Context) error {
-	pause := r.deps.RestartMin
-	for {
-		began := r.deps.Now()
+	sup := supervisor{min: r.deps.RestartMin, max: r.deps.RestartMax, now: r.deps.Now,
+		restarted: func(err error, pause time.Duration) {
+			r.log.Warn("restarting the stream from its checkpoint", "err", err, "in", pause)
+			r.deps.Metrics.restarts.WithLabelValues(r.cfg.ID).Inc()
+		}}
+	return sup.run(ctx, func(ctx context.Context) error {
 		err := r.runOnce(ctx)
 		r.setReady(false)
 		r.close(ctx)
-		if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || !permanent(err)) {
-			return nil
-		}
-		if err == nil || permanent(err) {
-			return err
-		}
-		if r.deps.Now().Sub(began) > 10*r.deps.RestartMax {
-			pause = r.deps.RestartMin // it ran well for a while: start the backoff over
-		}
-		r.log.Warn("restarting the stream from its checkpoint", "err", err, "in", pause)
-		r.deps.Metrics.restarts.WithLabelValues(r.cfg.ID).Inc()
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-		pause = min(2*pause, r.deps.RestartMax)
-	}
+		return err
+	})
 }
 
 func (r *Stream) close(ctx context.Context) {
