@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -393,27 +394,70 @@ func TestRunHTTPEndpoints(t *testing.T) {
 // TestStatusShowsCheckpoint checks bridge status after a run.
 func TestStatusShowsCheckpoint(t *testing.T) {
 	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 5}}, 128)
-	b, err := newBridge(t.Context(), h.cfg, testLogger())
+	// status connects to the checkpoint store and Amp only: Kafka is not
+	// even reachable.
+	cfg := *h.cfg
+	cfg.Kafka.Brokers = []string{"127.0.0.1:1"}
+	b, err := connect(t.Context(), &cfg, testLogger(), needAmp|needStore)
 	require.NoError(t, err)
 	defer b.close()
-	var before strings.Builder
-	require.NoError(t, b.status(t.Context(), &before, time.Now()))
-	assert.Contains(t, before.String(), "no checkpoint yet")
+	heads := func(ctx context.Context, sql string) (map[string]uint64, error) {
+		return pipeline.SyncedHeads(ctx, b.amp, sql)
+	}
+	sc := h.cfg.Streams[0]
+	st, err := ops.Status(t.Context(), b.store, heads, sc, time.Now())
+	require.NoError(t, err)
+	assert.Nil(t, st.Checkpoint, "no checkpoint yet")
 
 	stop := h.run()
 	h.waitHead()
 	require.NoError(t, stop())
-	var after strings.Builder
-	require.NoError(t, b.status(t.Context(), &after, time.Now()))
+	st, err = ops.Status(t.Context(), b.store, heads, sc, time.Now())
+	require.NoError(t, err)
+	require.NotNil(t, st.Checkpoint)
 	hash, ok := h.sim.BlockHash(4)
 	require.True(t, ok)
-	assert.Contains(t, after.String(), `"number":4,"hash":"`+hash.String())
-	assert.Contains(t, after.String(), "retained batches")
-	assert.Contains(t, after.String(), "head lag mainnet: 0 block(s) (Amp synced to 4)")
+	assert.Equal(t, reorg.Point{Number: 4, Hash: hash}, st.Cursor()["mainnet"])
+	assert.NotEmpty(t, st.Checkpoint.Batches, "retained batches")
+	require.NoError(t, st.HeadsErr)
+	lag, ok := st.Lag("mainnet")
+	require.True(t, ok)
+	assert.Equal(t, int64(0), lag)
 	h.sim.Mine(3)
-	var later strings.Builder
-	require.NoError(t, b.status(t.Context(), &later, time.Now()))
-	assert.Contains(t, later.String(), "head lag mainnet: 3 block(s) (Amp synced to 7)")
+	st, err = ops.Status(t.Context(), b.store, heads, sc, time.Now())
+	require.NoError(t, err)
+	lag, ok = st.Lag("mainnet")
+	require.True(t, ok)
+	assert.Equal(t, int64(3), lag)
+	assert.Equal(t, uint64(7), st.Heads["mainnet"])
+	// What the command prints of it.
+	var out strings.Builder
+	require.NoError(t, b.status(t.Context(), &out, time.Now()))
+	assert.Contains(t, out.String(), "head lag mainnet: 3 block(s) (Amp synced to 7)")
+}
+
+// TestSchemaConnectsToAmpOnly: bridge schema plans the SQL at Amp and
+// prints the schemas while neither Kafka nor Redis answers.
+func TestSchemaConnectsToAmpOnly(t *testing.T) {
+	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 2}}, 128)
+	path := filepath.Join(t.TempDir(), "bridge.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(`
+amp:
+  addr: %s
+kafka:
+  brokers: [127.0.0.1:1]
+checkpoint:
+  redis:
+    addr: 127.0.0.1:1
+streams:
+  - id: %s
+    sql: %s
+`, h.sim.Addr(), h.cfg.Streams[0].ID, h.cfg.Streams[0].SQL)), 0o600))
+	var out, errOut strings.Builder
+	code := run(t.Context(), []string{"schema", "-c", path}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	assert.Contains(t, out.String(), "subject amp."+h.cfg.Streams[0].ID+"-value")
+	assert.Contains(t, out.String(), `"name": "Envelope"`)
 }
 
 // TestRunAtLeastOnce runs the documented at-least-once mode (no
