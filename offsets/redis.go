@@ -219,6 +219,14 @@ func NewRedisStore(ctx context.Context, cfg RedisConfig, log *slog.Logger) (*Red
 // Close closes the connection pool.
 func (s *RedisStore) Close() error { return s.client.Close() }
 
+// Ping sends PING: nil when Redis answers within ctx.
+func (s *RedisStore) Ping(ctx context.Context) error {
+	if err := s.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis at %s: %w", s.client.Options().Addr, err)
+	}
+	return nil
+}
+
 // CheckpointKey returns the key of the stream's checkpoint hash, e.g.
 // "ampbridge:{s}:checkpoint".
 func (s *RedisStore) CheckpointKey(stream string) string {

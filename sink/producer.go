@@ -469,7 +469,13 @@ func (p *Producer) Commit(ctx context.Context) (Committed, error) {
 		return Committed{}, fmt.Errorf("committing on %s: no open transaction", p.txnID)
 	}
 	start := p.now()
-	if err := p.cl.Flush(ctx); err != nil {
+	fctx, cancel := context.WithTimeout(ctx, p.cfg.DeliveryTimeout)
+	err := p.cl.Flush(fctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			err = fmt.Errorf("%w: the brokers did not acknowledge the transaction's records within kafka.delivery_timeout (%s)", err, p.cfg.DeliveryTimeout)
+		}
 		return Committed{}, p.abort(ctx, "canceled", fmt.Errorf("flushing: %w", err))
 	}
 	// After a successful flush every promise has run or is about to; the
@@ -634,7 +640,15 @@ func (p *Producer) Flush(ctx context.Context) (Committed, error) {
 	if t == nil {
 		return Committed{}, fmt.Errorf("flushing on %s: no open transaction", p.txnID)
 	}
-	if err := p.cl.Flush(ctx); err != nil {
+	// A record is acknowledged within DeliveryTimeout or fails; a flush
+	// that outlasts it waits on brokers that do not answer.
+	fctx, cancel := context.WithTimeout(ctx, p.cfg.DeliveryTimeout)
+	err := p.cl.Flush(fctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			err = fmt.Errorf("%w: the brokers did not acknowledge the transaction's records within kafka.delivery_timeout (%s)", err, p.cfg.DeliveryTimeout)
+		}
 		return Committed{}, p.abort(ctx, "canceled", fmt.Errorf("flushing: %w", err))
 	}
 	wctx, wcancel := p.detached(ctx)

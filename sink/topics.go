@@ -169,9 +169,10 @@ func (s TopicSpec) Validate() error {
 
 // Admin creates and validates topics and lists offsets.
 type Admin struct {
-	cl  *kgo.Client
-	adm *kadm.Client
-	log *slog.Logger
+	cl      *kgo.Client
+	adm     *kadm.Client
+	log     *slog.Logger
+	brokers []string
 }
 
 // NewAdmin creates an admin client. ctx bounds the first connection.
@@ -192,11 +193,20 @@ func NewAdmin(ctx context.Context, cfg Config, deps Deps) (*Admin, error) {
 		cl.Close()
 		return nil, fmt.Errorf("connecting to kafka %v (check kafka.brokers, kafka.tls and kafka.sasl): %w", cfg.Brokers, err)
 	}
-	return &Admin{cl: cl, adm: kadm.NewClient(cl), log: deps.Logger}, nil
+	return &Admin{cl: cl, adm: kadm.NewClient(cl), log: deps.Logger, brokers: cfg.Brokers}, nil
 }
 
 // Close closes the client.
 func (a *Admin) Close() { a.cl.Close() }
+
+// Ping asks a broker for the cluster's metadata: nil when one answers
+// within ctx.
+func (a *Admin) Ping(ctx context.Context) error {
+	if err := a.cl.Ping(ctx); err != nil {
+		return fmt.Errorf("kafka at %v: %w", a.brokers, err)
+	}
+	return nil
+}
 
 // EnsureTopics creates every missing topic of specs and validates every
 // existing one. All problems are returned at once (errors.Join of

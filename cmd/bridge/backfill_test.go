@@ -144,9 +144,7 @@ func scenarioBackfillResumes(t *testing.T, svc services) {
 	stop, b := h.runBridge()
 	require.Eventually(t, func() bool { return h.count("backfill") >= 5 }, 30*time.Second, 5*time.Millisecond)
 	left := gaugeValue(t, b.reg, "amp_bridge_backfill_blocks_remaining", h.cfg.Streams[0].ID)
-	b.readyMu.Lock()
-	ready := b.readySet[h.cfg.Streams[0].ID]
-	b.readyMu.Unlock()
+	ready := b.health.Report().Streams[h.cfg.Streams[0].ID].Ready
 	require.NoError(t, stop())
 	assert.True(t, ready, "/readyz counts a stream in its backfill as ready")
 	assert.Less(t, left, 220.0, "amp_bridge_backfill_blocks_remaining went down")

@@ -65,7 +65,7 @@ func (b *bridge) rewind(ctx context.Context, id string, to uint64) (ops.RewindRe
 	if err != nil {
 		return ops.RewindResult{}, err
 	}
-	return ops.Rewind(ctx, scs[0], b.deps(), to)
+	return ops.Rewind(ctx, scs[0], b.deps(id), to)
 }
 
 // cmdVerify compares streams' topics with a fresh query at Amp.

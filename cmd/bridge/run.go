@@ -7,21 +7,22 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/sr"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/health"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/pipeline"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
@@ -42,10 +43,13 @@ type bridge struct {
 	closers  []func()
 	registry *encode.Registry
 	control  *offsets.ControlCodec
-	// readyMu guards readySet: the streams that are connected.
-	readyMu  sync.Mutex
-	readySet map[string]bool
-	events   func(pipeline.Event)
+	health   *health.Tracker
+	// regClient is the registry's client, for its probe.
+	regClient *sr.Client
+	// wait, when set, retries connecting to each service with backoff
+	// until it answers or startup_timeout passes (bridge run).
+	wait   bool
+	events func(pipeline.Event)
 	// verifyWait bounds verify's canonical-chain check (default 3s).
 	verifyWait time.Duration
 	// fullEvery overrides how often a watermark carries the checkpoint
@@ -82,40 +86,108 @@ func newBridge(ctx context.Context, cfg *config.Config, log *slog.Logger) (*brid
 
 // connect builds the components a command needs.
 func connect(ctx context.Context, cfg *config.Config, log *slog.Logger, needs need) (*bridge, error) {
+	b := newBridgeShell(cfg, log)
+	if err := b.connect(ctx, needs); err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// newBridgeShell builds what connects to nothing: the metrics registry,
+// the health tracker, the control codec.
+func newBridgeShell(cfg *config.Config, log *slog.Logger) *bridge {
 	b := &bridge{cfg: cfg, log: log, reg: prometheus.NewRegistry(), kafka: cfg.Sink()}
 	b.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b.metrics = pipeline.NewMetrics(b.reg)
+	b.health = health.New(health.Config{ReadyAfter: cfg.HTTP.ReadyTimeout, LiveAfter: cfg.HTTP.LiveTimeout,
+		ProbeInterval: cfg.HTTP.ProbeInterval}, b.reg, log.With("component", "health"), time.Now)
+	for _, sc := range cfg.Streams {
+		b.health.Stream(sc.ID)
+	}
+	return b
+}
+
+// connect connects the services needs names; with b.wait set each is
+// retried (waitFor) until it answers.
+func (b *bridge) connect(ctx context.Context, needs need) error {
+	cfg, log := b.cfg, b.log
 	var err error
 	if b.control, err = offsets.NewControlCodec(); err != nil {
-		return nil, err
+		return err
 	}
 	if needs&needAmp != 0 {
+		// The client connects lazily: the streams wait for Amp themselves.
 		if b.amp, err = source.New(cfg.Source(), source.Deps{Logger: log.With("component", "source")}); err != nil {
-			return nil, fmt.Errorf("configuring the Amp client: %w", err)
+			return fmt.Errorf("configuring the Amp client: %w", err)
 		}
 		b.closers = append(b.closers, func() { _ = b.amp.Close() })
 	}
 	if needs&needKafka != 0 {
 		sdeps := sink.Deps{Logger: log.With("component", "sink"), Registerer: b.reg}
-		if b.admin, err = sink.NewAdmin(ctx, b.kafka, sdeps); err != nil {
-			b.close()
-			return nil, fmt.Errorf("connecting to Kafka: %w", err)
+		err := b.waitFor(ctx, fmt.Sprintf("kafka at %s", strings.Join(cfg.Kafka.Brokers, ",")), func(ctx context.Context) error {
+			a, err := sink.NewAdmin(ctx, b.kafka, sdeps)
+			if err != nil {
+				return err
+			}
+			b.admin = a
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("connecting to Kafka: %w", err)
 		}
 		b.closers = append(b.closers, b.admin.Close)
 	}
 	if needs&needStore != 0 {
 		if err := b.openStore(ctx); err != nil {
-			b.close()
-			return nil, err
+			return err
 		}
 	}
 	if needs&needRegistry != 0 {
-		if err := b.openRegistry(); err != nil {
-			b.close()
-			return nil, err
+		if err := b.openRegistry(ctx); err != nil {
+			return err
 		}
 	}
-	return b, nil
+	return nil
+}
+
+// waitFor calls open once, or, when b.wait is set, until it succeeds,
+// pausing with a capped, jittered exponential backoff (amp.reconnect_min
+// to amp.reconnect_max) and logging each failed attempt with the service's
+// name and address; startup_timeout (0: none) ends the wait with an error
+// naming the service and its last error.
+func (b *bridge) waitFor(ctx context.Context, service string, open func(context.Context) error) error {
+	err := open(ctx)
+	if err == nil || !b.wait {
+		return err
+	}
+	if t := b.cfg.StartupTimeout; t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
+	pause := b.cfg.Amp.ReconnectMin
+	for attempt := 1; ; attempt++ {
+		b.log.Warn("waiting for a service at start", "service", service, "attempt", attempt, "retry_in", pause, "err", err)
+		for _, sc := range b.cfg.Streams {
+			b.health.Stream(sc.ID).NotReady(fmt.Sprintf("waiting for %s at start (attempt %d): %v", service, attempt, err))
+		}
+		t := time.NewTimer(pause + rand.N(pause/5+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("%s did not answer within startup_timeout %s (%d attempts): %w", service, b.cfg.StartupTimeout, attempt, err)
+			}
+			return ctx.Err()
+		case <-t.C:
+		}
+		if err = open(ctx); err == nil {
+			b.log.Info("service answers", "service", service, "attempts", attempt+1)
+			return nil
+		}
+		pause = min(2*pause, b.cfg.Amp.ReconnectMax)
+	}
 }
 
 // openStore opens the checkpoint store the config names.
@@ -129,7 +201,12 @@ func (b *bridge) openStore(ctx context.Context) error {
 		}
 		b.store = fs
 	default:
-		rs, err := offsets.NewRedisStore(ctx, cfg.Redis(), log.With("component", "offsets"))
+		var rs *offsets.RedisStore
+		err := b.waitFor(ctx, "the checkpoint store, redis at "+cfg.Checkpoint.Redis.Addr, func(ctx context.Context) error {
+			var err error
+			rs, err = offsets.NewRedisStore(ctx, cfg.Redis(), log.With("component", "offsets"))
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("connecting to the Redis checkpoint store: %w", err)
 		}
@@ -141,10 +218,10 @@ func (b *bridge) openStore(ctx context.Context) error {
 
 // openRegistry configures the schema registry client, if the config names
 // a registry.
-func (b *bridge) openRegistry() error {
+func (b *bridge) openRegistry(ctx context.Context) error {
 	cfg := b.cfg
 	if cfg.Registry.URL != "" {
-		opts := []sr.ClientOpt{sr.URLs(cfg.Registry.URL)}
+		opts := []sr.ClientOpt{sr.URLs(cfg.Registry.URL), sr.HTTPClient(&http.Client{Timeout: cfg.Registry.Timeout})}
 		if cfg.Registry.Username != "" {
 			opts = append(opts, sr.BasicAuth(cfg.Registry.Username, string(cfg.Registry.Password)))
 		}
@@ -152,9 +229,38 @@ func (b *bridge) openRegistry() error {
 		if err != nil {
 			return fmt.Errorf("configuring the schema registry client: %w", err)
 		}
-		b.registry = encode.NewRegistry(cl)
+		b.registry, b.regClient = encode.NewRegistry(cl), cl
+		if b.wait {
+			// Wait for it at start: every stream registers its schemas first.
+			if err := b.waitFor(ctx, "the registry at "+cfg.Registry.URL, b.pingRegistry); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// pingRegistry lists the registry's subjects.
+func (b *bridge) pingRegistry(ctx context.Context) error {
+	if _, err := b.regClient.Subjects(ctx); err != nil {
+		return fmt.Errorf("registry at %s: %w", b.cfg.Registry.URL, err)
+	}
+	return nil
+}
+
+// probes are the health probes of the shared services a run uses.
+func (b *bridge) probes() []health.Probe {
+	var ps []health.Probe
+	if b.admin != nil {
+		ps = append(ps, health.Probe{Name: "kafka at " + strings.Join(b.cfg.Kafka.Brokers, ","), Check: b.admin.Ping})
+	}
+	if rs, ok := b.store.(*offsets.RedisStore); ok {
+		ps = append(ps, health.Probe{Name: "checkpoint store, redis at " + b.cfg.Checkpoint.Redis.Addr, Check: rs.Ping})
+	}
+	if b.regClient != nil {
+		ps = append(ps, health.Probe{Name: "registry at " + b.cfg.Registry.URL, Check: b.pingRegistry})
+	}
+	return ps
 }
 
 func (b *bridge) close() {
@@ -164,12 +270,12 @@ func (b *bridge) close() {
 	b.closers = nil
 }
 
-// deps are the pipeline's dependencies of stream sc.
-func (b *bridge) deps() pipeline.Deps {
-	return pipeline.Deps{
+// deps are the pipeline's dependencies of stream id.
+func (b *bridge) deps(id string) pipeline.Deps {
+	return pipeline.Deps{Health: b.health.Stream(id), StoreTimeout: b.cfg.Checkpoint.Timeout,
 		Logger: b.log, Metrics: b.metrics, Registerer: b.reg, Amp: b.amp, Kafka: b.kafka, Admin: b.admin,
 		Store: b.store, Registry: b.registry, Control: b.control, ControlTopic: b.cfg.Kafka.ControlTopic,
-		ReplicationFactor: b.cfg.Kafka.ReplicationFactor, Version: buildVersion(), Now: time.Now, Ready: b.setReady,
+		ReplicationFactor: b.cfg.Kafka.ReplicationFactor, Version: buildVersion(), Now: time.Now,
 		RestartMin: b.cfg.Amp.ReconnectMin, RestartMax: b.cfg.Amp.ReconnectMax, Events: b.events,
 		Heads: func(ctx context.Context, sql string) (map[string]uint64, error) {
 			return pipeline.SyncedHeads(ctx, b.amp, sql)
@@ -178,33 +284,53 @@ func (b *bridge) deps() pipeline.Deps {
 	}
 }
 
-// run runs every stream until ctx ends; the first stream to fail stops the
-// others.
+// run runs every stream until ctx ends. A stream that stops on a
+// permanent error stops alone (it reports failed on /readyz and
+// amp_bridge_stream_up), unless exit_on_stream_failure is set; run returns
+// once every stream has stopped, with the streams' errors.
 func (b *bridge) run(ctx context.Context) error {
-	g, gctx := errgroup.WithContext(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		id  string
+		err error
+	}
+	results := make(chan result, len(b.cfg.Streams))
 	for _, sc := range b.cfg.Streams {
-		r := pipeline.New(sc, b.deps())
-		g.Go(func() error { return r.Run(gctx) })
+		r := pipeline.New(sc, b.deps(sc.ID))
+		go func() { results <- result{id: sc.ID, err: r.Run(ctx)} }()
 	}
-	return g.Wait()
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		b.health.Probe(ctx, b.probes())
+	}()
+	var errs []error
+	for left := len(b.cfg.Streams); left > 0; left-- {
+		res := <-results
+		if res.err == nil {
+			continue
+		}
+		errs = append(errs, res.err)
+		if b.cfg.ExitOnStreamFailure {
+			b.log.Error("a stream stopped on a permanent error; stopping every stream (exit_on_stream_failure)", "stream", res.id, "err", res.err)
+			cancel()
+			continue
+		}
+		b.log.Error("a stream stopped on a permanent error; the other streams go on", "stream", res.id, "err", res.err,
+			"streams_left", left-1)
+	}
+	cancel()
+	<-probed
+	return errors.Join(errs...)
 }
 
-func (b *bridge) setReady(stream string, ok bool) {
-	b.readyMu.Lock()
-	defer b.readyMu.Unlock()
-	if b.readySet == nil {
-		b.readySet = map[string]bool{}
-	}
-	b.readySet[stream] = ok
-}
-
-// notReady lists the configured streams that are not connected.
+// notReady lists the configured streams that are not ready.
 func (b *bridge) notReady() []string {
-	b.readyMu.Lock()
-	defer b.readyMu.Unlock()
 	var out []string
+	rep := b.health.Report()
 	for _, sc := range b.cfg.Streams {
-		if !b.readySet[sc.ID] {
+		if !rep.Streams[sc.ID].Ready {
 			out = append(out, sc.ID)
 		}
 	}
@@ -219,15 +345,8 @@ func (b *bridge) serveHTTP(ctx context.Context, addr string) (string, func(), er
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(b.reg, promhttp.HandlerOpts{Registry: b.reg}))
-	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if waiting := b.notReady(); len(waiting) > 0 {
-			http.Error(w, fmt.Sprintf("not ready: streams %v are connecting to Amp, Kafka, the registry or the checkpoint store", waiting),
-				http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ready\n")
-	})
+	mux.HandleFunc("/livez", b.health.ServeLive)
+	mux.HandleFunc("/readyz", b.health.ServeReady)
 	if b.cfg.HTTP.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -261,30 +380,44 @@ func (b *bridge) serveHTTP(ctx context.Context, addr string) (string, func(), er
 // has), loads and validates the configuration and connects a bridge. A
 // quiet bridge logs warnings only: it serves a one-shot command.
 func openFromFlags(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer, quiet bool, needs need) (*bridge, error) {
+	cfg, log, err := loadFromFlags(fs, args, stderr, quiet)
+	if err != nil {
+		return nil, err
+	}
+	return connect(ctx, cfg, log, needs)
+}
+
+// loadFromFlags parses a subcommand's flags (-c, -set and those fs already
+// has), loads and validates the configuration and builds the logger.
+func loadFromFlags(fs *flag.FlagSet, args []string, stderr io.Writer, quiet bool) (*config.Config, *slog.Logger, error) {
 	path := fs.String("c", "bridge.yaml", "configuration file")
 	sets := config.SetFlags{}
 	fs.Var(sets, "set", "override a configuration key: -set path=value (repeatable; e.g. -set kafka.brokers=a:9092)")
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg, err := config.LoadConfig(*path, sets.Lookup(os.LookupEnv))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lc := cfg.Log
 	if quiet {
 		lc.Level = "warn"
 	}
-	return connect(ctx, cfg, newLogger(lc, stderr), needs)
+	return cfg, newLogger(lc, stderr), nil
 }
 
 func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
-	b, err := openFromFlags(ctx, flag.NewFlagSet("run", flag.ContinueOnError), args, stderr, false, needAll)
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	cfg, log, err := loadFromFlags(fs, args, stderr, false)
 	if err != nil {
 		return err
 	}
+	// Serve /readyz (503 while waiting) before connecting: a sidecar may
+	// start before its broker.
+	b := newBridgeShell(cfg, log)
+	b.wait = true
 	defer b.close()
-	cfg, log := b.cfg, b.log
 	_, stop, err := b.serveHTTP(ctx, cfg.HTTP.Addr)
 	if err != nil {
 		return err
@@ -292,5 +425,11 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	defer stop()
 	log.Info("bridge starting", "version", buildVersion(), "streams", len(cfg.Streams), "amp", cfg.Amp.Addr,
 		"kafka", cfg.Kafka.Brokers, "delivery", cfg.Kafka.Delivery, "checkpoint", cfg.Checkpoint.Store)
+	if err := b.connect(ctx, needAll); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	return b.run(ctx)
 }

@@ -41,6 +41,15 @@ type Config struct {
 	Log LogConfig `yaml:"log"`
 	// Streams are the SQL queries published to Kafka.
 	Streams []StreamConfig `yaml:"streams"`
+	// StartupTimeout bounds how long `bridge run` waits at start for Kafka,
+	// the checkpoint store and the registry to answer (each is retried with
+	// backoff, a log line per attempt). Default 0: wait for ever, as a
+	// sidecar that starts before its broker should.
+	StartupTimeout time.Duration `yaml:"startup_timeout"`
+	// ExitOnStreamFailure makes `bridge run` exit non-zero as soon as one
+	// stream stops on a permanent error. Default false: the other streams go
+	// on, and the process exits once every stream has stopped.
+	ExitOnStreamFailure bool `yaml:"exit_on_stream_failure"`
 }
 
 // AmpConfig configures the Arrow Flight connection to Amp: every field of
@@ -161,6 +170,8 @@ type RegistryConfig struct {
 	PasswordFile string `yaml:"password_file"`
 	// Password is set only from the environment or PasswordFile.
 	Password Secret `yaml:"-"`
+	// Timeout bounds each request to the registry. Default 10s.
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // CheckpointConfig says where checkpoints live.
@@ -171,6 +182,8 @@ type CheckpointConfig struct {
 	Dir string `yaml:"dir"`
 	// Redis is the Redis store.
 	Redis RedisConfig `yaml:"redis"`
+	// Timeout bounds each call to the checkpoint store. Default 10s.
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // StoreKind names a checkpoint store.
@@ -222,6 +235,17 @@ type HTTPConfig struct {
 	// internals and cost CPU while they run, so enable it only on a
 	// trusted address.
 	Pprof bool `yaml:"pprof"`
+	// ReadyTimeout is how long a call to Amp, Kafka or the checkpoint store
+	// may be in flight before its stream reports not ready on /readyz.
+	// Default 10s.
+	ReadyTimeout time.Duration `yaml:"ready_timeout"`
+	// LiveTimeout is how long such a call may be in flight before /livez
+	// fails: the run loop is stuck past every deadline and only a restart
+	// clears it. Default 5m; it must exceed every service timeout.
+	LiveTimeout time.Duration `yaml:"live_timeout"`
+	// ProbeInterval is how often the registry, the checkpoint store and
+	// Kafka are probed for /readyz. Default 2s.
+	ProbeInterval time.Duration `yaml:"probe_interval"`
 }
 
 // LogConfig configures slog.
@@ -430,7 +454,12 @@ func (c *Config) defaultsTop() {
 	setDefault(&r.ReadTimeout, rds.ReadTimeout)
 	setDefault(&r.WriteTimeout, rds.WriteTimeout)
 	setDefault(&r.MaxRetries, rds.MaxRetries)
+	setDefault(&c.Checkpoint.Timeout, 10*time.Second)
+	setDefault(&c.Registry.Timeout, 10*time.Second)
 	setDefault(&c.HTTP.Addr, "127.0.0.1:9464")
+	setDefault(&c.HTTP.ReadyTimeout, 10*time.Second)
+	setDefault(&c.HTTP.LiveTimeout, 5*time.Minute)
+	setDefault(&c.HTTP.ProbeInterval, 2*time.Second)
 	setDefault(&c.Log.Level, LogInfo)
 	setDefault(&c.Log.Format, LogText)
 }
@@ -503,6 +532,22 @@ func (c *Config) Validate() error {
 		if u, err := url.Parse(c.Registry.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad("registry.url", "%q: want http://host:port or https://host:port", c.Registry.URL)
 		}
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"checkpoint.timeout", c.Checkpoint.Timeout}, {"registry.timeout", c.Registry.Timeout},
+		{"http.ready_timeout", c.HTTP.ReadyTimeout}, {"http.live_timeout", c.HTTP.LiveTimeout}, {"http.probe_interval", c.HTTP.ProbeInterval}} {
+		if d.v <= 0 {
+			bad(d.key, "%s: want a positive duration such as 10s", d.v)
+		}
+	}
+	if c.StartupTimeout < 0 {
+		bad("startup_timeout", "%s: want 0 (wait for ever) or a positive duration", c.StartupTimeout)
+	}
+	if c.HTTP.LiveTimeout <= max(c.Kafka.DeliveryTimeout+c.Kafka.EndTxnTimeout, c.Kafka.ReadTimeout, c.Checkpoint.Timeout) {
+		bad("http.live_timeout", "%s must exceed every service deadline (kafka.delivery_timeout + kafka.end_txn_timeout, kafka.read_timeout, "+
+			"checkpoint.timeout), or /livez would fail while a call is still within its deadline", c.HTTP.LiveTimeout)
 	}
 	if err := checkEnum("log.level", c.Log.Level, LogDebug, LogInfo, LogWarn, LogError); err != nil {
 		errs = append(errs, err)

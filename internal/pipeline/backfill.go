@@ -79,7 +79,7 @@ func (r *Stream) backfill(ctx context.Context) error {
 	}
 	// Connected and publishing: a backfill may run for hours, and /readyz
 	// must not hold the pod unready for all of it.
-	r.setReady(true)
+	r.deps.Health.Ready()
 	queue := make(chan source.BlockSpan, len(plan.parts))
 	left := uint64(0)
 	for _, p := range plan.parts {

@@ -56,9 +56,11 @@ type Deps struct {
 	Version string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Ready reports whether the stream is connected to Amp, Kafka, the
-	// registry and its checkpoint (for /readyz); nil ignores it.
-	Ready func(stream string, ok bool)
+	// Health receives the stream's health (for /readyz, /livez and
+	// amp_bridge_stream_up); nil ignores it.
+	Health Health
+	// StoreTimeout bounds each checkpoint store call (default 10s).
+	StoreTimeout time.Duration
 	// RestartMin and RestartMax bound the pause before a stream restarts
 	// after a transient error.
 	RestartMin, RestartMax time.Duration
@@ -88,6 +90,29 @@ type Event struct {
 	Detail string
 }
 
+// Health is where a stream reports its health; health.Stream implements it.
+type Health interface {
+	// Ready: connected to every service and publishing.
+	Ready()
+	// NotReady: a service was lost; reason says which and why.
+	NotReady(reason string)
+	// Failed: stopped on a permanent error.
+	Failed(err error)
+	// Stopped: ended without one.
+	Stopped()
+	// Track records a blocking call to a service until done is called.
+	Track(what string) (done func())
+}
+
+// noHealth is the Health of a stream that reports to nobody.
+type noHealth struct{}
+
+func (noHealth) Ready()              {}
+func (noHealth) NotReady(string)     {}
+func (noHealth) Failed(error)        {}
+func (noHealth) Stopped()            {}
+func (noHealth) Track(string) func() { return func() {} }
+
 // Store is where a stream's checkpoint and backfill partition records live.
 type Store interface {
 	offsets.Store
@@ -104,6 +129,12 @@ func New(cfg config.StreamConfig, deps Deps) *Stream {
 	}
 	if deps.FullEvery <= 0 {
 		deps.FullEvery = fullEvery
+	}
+	if deps.Health == nil {
+		deps.Health = noHealth{}
+	}
+	if deps.StoreTimeout <= 0 {
+		deps.StoreTimeout = 10 * time.Second
 	}
 	log := deps.Logger.With("stream", cfg.ID)
 	deps.Logger = log
@@ -228,15 +259,21 @@ func Permanent(err error) bool {
 func (r *Stream) Run(ctx context.Context) error {
 	sup := supervisor{min: r.deps.RestartMin, max: r.deps.RestartMax, now: r.deps.Now,
 		restarted: func(err error, pause time.Duration) {
+			r.deps.Health.NotReady(fmt.Sprintf("restarting in %s after: %v", pause, err))
 			r.log.Warn("restarting the stream from its checkpoint", "err", err, "in", pause)
 			r.deps.Metrics.restarts.WithLabelValues(r.cfg.ID).Inc()
 		}}
-	return sup.run(ctx, func(ctx context.Context) error {
+	err := sup.run(ctx, func(ctx context.Context) error {
 		err := r.runOnce(ctx)
-		r.setReady(false)
 		r.close(ctx)
 		return err
 	})
+	if err != nil {
+		r.deps.Health.Failed(err)
+		return err
+	}
+	r.deps.Health.Stopped()
+	return nil
 }
 
 func (r *Stream) close(ctx context.Context) {
@@ -310,10 +347,14 @@ func (r *Stream) connect(ctx context.Context) error {
 // one and commits its hand-over, and restores the reorg state and the data
 // topic for the run loop.
 func (r *Stream) setup(ctx context.Context) error {
-	if err := r.connect(ctx); err != nil {
+	// Tracked for health, but not the backfill, which may run for hours
+	// (it reports Ready itself once it publishes).
+	done := r.deps.Health.Track("connecting to Amp, Kafka and the checkpoint store")
+	err := r.connect(ctx)
+	done()
+	if err != nil {
 		return err
 	}
-	var err error
 	if r.cfg.Backfill.Enabled {
 		if isFresh(r.committed) {
 			if err := r.backfill(ctx); err != nil {
@@ -462,7 +503,7 @@ func (r *Stream) runOnce(ctx context.Context) error {
 	if err := r.open(ctx); err != nil {
 		return err
 	}
-	r.setReady(true)
+	r.deps.Health.Ready()
 	if r.cfg.HeadPollInterval > 0 && r.deps.Heads != nil {
 		pctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
@@ -486,7 +527,10 @@ func (r *Stream) runOnce(ctx context.Context) error {
 			}
 			return fmt.Errorf("reading stream %s from Amp: %w", r.cfg.ID, err)
 		}
-		if err := r.handle(ctx, env); err != nil {
+		done := r.deps.Health.Track("publishing a batch")
+		err = r.handle(ctx, env)
+		done()
+		if err != nil {
 			if ctx.Err() != nil {
 				return r.shutdown(ctx)
 			}
@@ -543,6 +587,7 @@ func (r *Stream) open(ctx context.Context) error {
 func (r *Stream) handle(ctx context.Context, env source.Envelope) error {
 	defer env.Release()
 	if env.Kind == source.KindReconnect {
+		r.deps.Health.NotReady(fmt.Sprintf("amp: the stream ended (%v); reconnecting, attempt %d", env.Cause, env.Attempt))
 		r.deps.Metrics.reconnects.WithLabelValues(r.cfg.ID).Inc()
 		r.emit(Event{Kind: "reconnect", Detail: fmt.Sprint(env.Cause)})
 		// The source resumes from r.resume; everything not committed is
@@ -888,6 +933,7 @@ type commitResult struct {
 func (r *Stream) commitWith(ctx context.Context, prod *sink.Producer, undos []offsets.Undo,
 	build func(flushed sink.Committed) (offsets.Watermark, *offsets.Checkpoint, error)) (commitResult, error) {
 	var cp *offsets.Checkpoint
+	done := r.deps.Health.Track("kafka: committing transaction " + prod.TransactionalID())
 	committed, err := prod.CommitWith(ctx, func(flushed sink.Committed) ([]sink.Record, error) {
 		recs := make([]sink.Record, 0, len(undos)+1)
 		key := []byte(r.cfg.ID)
@@ -909,6 +955,7 @@ func (r *Stream) commitWith(ctx context.Context, prod *sink.Producer, undos []of
 		cp = c
 		return append(recs, sink.Record{Topic: r.deps.ControlTopic, Key: key, Value: v, Group: controlGroup, Op: "watermark"}), nil
 	})
+	done()
 	if err != nil {
 		if errors.Is(err, sink.ErrFenced) {
 			return commitResult{}, fmt.Errorf("stream %s: committing transaction %s: %w (another instance runs this stream; stop one of them)",
@@ -937,17 +984,21 @@ func (r *Stream) commitWith(ctx context.Context, prod *sink.Producer, undos []of
 // the previous version in cp (the next commit follows it): Kafka holds the
 // truth and the next start repairs the store. A fenced write is fatal.
 func (r *Stream) storeCheckpoint(ctx context.Context, cp *offsets.Checkpoint) error {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	done := r.deps.Health.Track("checkpoint store: writing the checkpoint")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.StoreTimeout)
 	err := r.deps.Store.Commit(sctx, *cp)
 	cancel()
+	done()
 	if err == nil {
 		r.deps.Metrics.checkpointTime.WithLabelValues(r.cfg.ID).Set(float64(cp.CommittedAt.UnixMilli()) / 1000)
+		r.deps.Health.Ready()
 		return nil
 	}
 	if errors.Is(err, offsets.ErrFenced) {
 		return fmt.Errorf("stream %s: storing the checkpoint: %w (another instance runs this stream; stop one of them)", r.cfg.ID, err)
 	}
 	r.deps.Metrics.checkpointErrors.WithLabelValues(r.cfg.ID).Inc()
+	r.deps.Health.NotReady(fmt.Sprintf("checkpoint store: writing the checkpoint: %v", err))
 	r.log.Warn("storing the checkpoint failed; Kafka has it and the next start repairs the store", "err", err)
 	cp.Version = r.committed.Version
 	return nil
@@ -1041,12 +1092,6 @@ func (r *Stream) pollHead(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-	}
-}
-
-func (r *Stream) setReady(ok bool) {
-	if r.deps.Ready != nil {
-		r.deps.Ready(r.cfg.ID, ok)
 	}
 }
 
