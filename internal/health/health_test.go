@@ -1,0 +1,118 @@
+package health
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func get(t *testing.T, h http.HandlerFunc, target string) (int, Report) {
+	t.Helper()
+	w := httptest.NewRecorder()
+	h(w, httptest.NewRequestWithContext(t.Context(), http.MethodGet, target, nil))
+	var rep Report
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &rep), w.Body.String())
+	return w.Code, rep
+}
+
+// TestReadiness walks a stream through its states on virtual time: starting
+// is not ready, Ready is, a call in flight past ReadyAfter is not (and names
+// the call), past LiveAfter fails /livez, NotReady carries its reason,
+// Failed is final and sets stream_up to 0.
+func TestReadiness(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		tr := New(Config{ReadyAfter: 10 * time.Second, LiveAfter: time.Minute}, reg, nil, nil)
+		a, b := tr.Stream("a"), tr.Stream("b")
+		code, rep := get(t, tr.ServeReady, "/readyz")
+		assert.Equal(t, http.StatusServiceUnavailable, code)
+		assert.Equal(t, StateStarting, rep.Streams["a"].State)
+
+		a.Ready()
+		b.Ready()
+		code, _ = get(t, tr.ServeReady, "/readyz")
+		assert.Equal(t, http.StatusOK, code)
+		assert.InDelta(t, 1, testutil.ToFloat64(tr.rdy.WithLabelValues("a")), 0)
+
+		done := a.Track("kafka: committing transaction x")
+		time.Sleep(9 * time.Second)
+		code, _ = get(t, tr.ServeReady, "/readyz")
+		assert.Equal(t, http.StatusOK, code, "within ready_timeout")
+		time.Sleep(2 * time.Second)
+		code, rep = get(t, tr.ServeReady, "/readyz")
+		assert.Equal(t, http.StatusServiceUnavailable, code)
+		assert.Contains(t, rep.Streams["a"].Reason, "kafka: committing transaction x for 11s")
+		assert.True(t, rep.Streams["b"].Ready, "the other stream is ready")
+		code, _ = get(t, tr.ServeReady, "/readyz?stream=b")
+		assert.Equal(t, http.StatusOK, code, "per stream")
+		code, _ = get(t, tr.ServeLive, "/livez")
+		assert.Equal(t, http.StatusOK, code, "alive below live_timeout")
+		time.Sleep(time.Minute)
+		code, rep = get(t, tr.ServeLive, "/livez")
+		assert.Equal(t, http.StatusServiceUnavailable, code, "wedged")
+		assert.True(t, rep.Streams["a"].Wedged)
+		done()
+		code, _ = get(t, tr.ServeLive, "/livez")
+		assert.Equal(t, http.StatusOK, code)
+		code, _ = get(t, tr.ServeReady, "/readyz")
+		assert.Equal(t, http.StatusOK, code)
+
+		a.NotReady("amp: reconnecting")
+		_, rep = get(t, tr.ServeReady, "/readyz")
+		assert.Equal(t, StateNotReady, rep.Streams["a"].State)
+		assert.Equal(t, "amp: reconnecting", rep.Streams["a"].Reason)
+
+		a.Failed(errors.New("key column x is not a column of the query"))
+		a.Ready() // a late report cannot undo a failure
+		_, rep = get(t, tr.ServeReady, "/readyz")
+		assert.Equal(t, StateFailed, rep.Streams["a"].State)
+		assert.Contains(t, rep.Streams["a"].Reason, "key column x")
+		assert.InDelta(t, 0, testutil.ToFloat64(tr.up.WithLabelValues("a")), 0)
+		assert.InDelta(t, 1, testutil.ToFloat64(tr.up.WithLabelValues("b")), 0)
+		w := httptest.NewRecorder()
+		tr.ServeReady(w, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/readyz?stream=nope", nil))
+		assert.Equal(t, http.StatusNotFound, w.Code)
+	})
+}
+
+// TestProbes: a failing probe makes every stream not ready, naming the
+// service, until it passes again.
+func TestProbes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := New(Config{ProbeInterval: time.Second}, nil, nil, nil)
+		tr.Stream("a").Ready()
+		var down atomic.Bool
+		ctx, cancel := context.WithCancel(t.Context())
+		go tr.Probe(ctx, []Probe{{Name: "registry at http://r", Check: func(context.Context) error {
+			if down.Load() {
+				return errors.New("connection refused")
+			}
+			return nil
+		}}})
+		synctest.Wait()
+		assert.True(t, tr.Report().Ready)
+		down.Store(true)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		rep := tr.Report()
+		assert.False(t, rep.Ready)
+		assert.Equal(t, "connection refused", rep.Probes["registry at http://r"])
+		assert.Contains(t, rep.Streams["a"].Reason, "registry at http://r: connection refused")
+		down.Store(false)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.True(t, tr.Report().Ready)
+		cancel()
+	})
+}
