@@ -170,8 +170,8 @@ func (e *Encoder) KeyFraming() Framing { return e.kframe }
 // retains nor releases it.
 func (e *Encoder) Encode(rec arrow.RecordBatch, meta BatchMeta, out *Batch) error {
 	if !rec.Schema().Equal(e.schema) {
-		return fmt.Errorf("encoding batch %s: record schema differs from the encoder's: got %s, want %s",
-			meta.BatchID, rec.Schema(), e.schema)
+		return fmt.Errorf("encoding batch %s: %w: got %s, want %s",
+			meta.BatchID, ErrSchemaChanged, rec.Schema(), e.schema)
 	}
 	if err := meta.validate(); err != nil {
 		return fmt.Errorf("encoding batch: %w", err)

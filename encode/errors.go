@@ -31,6 +31,13 @@ var (
 	// ErrMalformed is returned when Avro binary data ends early or contains
 	// an impossible value.
 	ErrMalformed = errors.New("malformed Avro data")
+	// ErrKeyColumn is returned when a configured key column is not exactly
+	// one column of the query's result.
+	ErrKeyColumn = errors.New("key column not in the query result")
+	// ErrSchemaChanged is returned by Encode for a batch whose Arrow schema
+	// is not the one the encoder was compiled for: Amp's result changed
+	// under a running stream.
+	ErrSchemaChanged = errors.New("the batch's Arrow schema differs from the stream's")
 )
 
 // ValueError names the column, row and value that could not be encoded.

@@ -3,6 +3,7 @@ package encode
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
@@ -365,7 +366,8 @@ func compileSchema(cfg Config, s *arrow.Schema, st *encState) (*compiledSchema, 
 		for _, k := range cfg.KeyColumns {
 			idx := s.FieldIndices(k)
 			if len(idx) != 1 {
-				return nil, fmt.Errorf("key_columns: column %q: found %d columns of that name in the query result (want exactly 1)", k, len(idx))
+				return nil, fmt.Errorf("%w: key_columns names %q, and the query result has %d columns of that name (want exactly 1; its columns: %s)",
+					ErrKeyColumn, k, len(idx), columnNames(s))
 			}
 			kfields = append(kfields, s.Field(idx[0]))
 			out.keyIndex = append(out.keyIndex, idx[0])
@@ -405,4 +407,13 @@ func BuildSchemas(cfg Config, s *arrow.Schema) (Schemas, error) {
 		return Schemas{}, err
 	}
 	return cs.schemas, nil
+}
+
+// columnNames lists a schema's column names for error messages.
+func columnNames(s *arrow.Schema) string {
+	names := make([]string, s.NumFields())
+	for i, f := range s.Fields() {
+		names[i] = f.Name
+	}
+	return strings.Join(names, ", ")
 }

@@ -43,7 +43,7 @@ func TestSchemaErrors(t *testing.T) {
 		{"unsupported map key", Config{Stream: "s"}, []arrow.Field{req("m", arrow.MapOf(arrow.PrimitiveTypes.Int32, arrow.PrimitiveTypes.Int32))},
 			"Avro map keys are strings"},
 		{"missing key column", Config{Stream: "s", KeyColumns: []string{"nope"}}, []arrow.Field{req("a", arrow.PrimitiveTypes.Int32)},
-			`column "nope"`},
+			`key_columns names "nope"`},
 		{"bad stream", Config{Stream: "Bad Stream"}, []arrow.Field{req("a", arrow.PrimitiveTypes.Int32)},
 			"want [a-z0-9_.-]+"},
 		{"bad namespace", Config{Stream: "s", Namespace: "a-b"}, []arrow.Field{req("a", arrow.PrimitiveTypes.Int32)},
@@ -121,7 +121,7 @@ func TestEncodeRejectsWrongInput(t *testing.T) {
 			defer rec.Release()
 			var out Batch
 			assert.ErrorContains(t, enc.Encode(rec, tc.meta, &out), tc.errContains)
-			assert.ErrorContains(t, enc2.Encode(rec, tc.meta, &out), "record schema differs")
+			assert.ErrorContains(t, enc2.Encode(rec, tc.meta, &out), "Arrow schema differs")
 			assert.Equal(t, 0, out.Len())
 		})
 	}

@@ -80,7 +80,7 @@
 //   - Two deployments must not use the same stream id against one store: the
 //     second is fenced, by design.
 //   - Changing the SQL or its Arrow schema under the same stream id is refused
-//     ([ErrFingerprintChanged]); use `bridge rewind` or a new stream id.
+//     ([ErrFingerprintChanged]); restore the SQL or use a new stream id.
 //   - The file store needs a local file system with flock (not NFS) and a
 //     unix system; use Redis elsewhere.
 //   - The embedded form includes reorg's JSON of snapshots and block ranges:

@@ -129,8 +129,8 @@ type FingerprintError struct {
 func (e *FingerprintError) Error() string {
 	return fmt.Sprintf("offsets: stream %q was published with SQL/schema fingerprint %q (recorded in the %s) but is now configured with %q: "+
 		"the query or its Arrow schema changed under the same stream id, and continuing would mix two different result sets in one topic. "+
-		"Either restore the previous SQL, or run `bridge rewind --stream %s` to retract what was published and start over, "+
-		"or give the changed query a new stream id (and topics)", e.Stream, e.Recorded, e.Where, e.Current, e.Stream)
+		"Either restore the previous SQL (or the Amp dataset version it reads), or give the changed query a new stream id "+
+		"and its own topic (streams[].id, streams[].topic): the old stream's topic keeps what it published", e.Stream, e.Recorded, e.Where, e.Current)
 }
 
 // Is reports whether target is ErrFingerprintChanged.

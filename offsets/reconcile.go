@@ -202,9 +202,9 @@ func recoveryText(stream string, cursor reorg.Cursor) string {
 			block = fmt.Sprint(p.Number)
 		}
 	}
-	return fmt.Sprintf("The bridge will not guess. To recover: restore the control topic if it can be restored; or, if the data topic "+
-		"is intact and the checkpoint is trusted, run `bridge rewind --stream %s --to-block %s` to re-record the stream's "+
-		"position in Kafka; or start over under a new stream id with new topics", stream, block)
+	// Not bridge rewind: it reconciles first, and would refuse the same way.
+	return fmt.Sprintf("The bridge will not guess. To recover: restore the control topic if it can be restored (stream %s, "+
+		"last committed block %s); or start over under a new stream id with new topics", stream, block)
 }
 
 func cursorText(c reorg.Cursor) string {

@@ -51,7 +51,7 @@ func TestReconcile(t *testing.T) {
 			wantCP: ptr(func() Checkpoint { c := ahead; c.Version = 6; c.CommittedAt = now; return c }())},
 		{name: "store ahead: control topic empty", stored: &stored, kafka: nil, want: OutcomeRefusedStoreAhead, is: ErrStoreAhead,
 			errContains: []string{"records its last control event at offset 102", "no committed event of the stream at or after that offset",
-				"deleted, truncated or recreated", "bridge rewind --stream s"}},
+				"deleted, truncated or recreated", "last committed block 1005", "new stream id"}},
 		{name: "store ahead: Kafka older", stored: &ahead, kafka: stateOf(stored), want: OutcomeRefusedStoreAhead, is: ErrStoreAhead,
 			errContains: []string{"is at control offset 105, next sequence 12", "is older (offset 102, next sequence 6", "truncated or recreated"}},
 		{name: "diverged: same offset, other state", stored: &stored, kafka: func() *ControlState {
@@ -85,7 +85,7 @@ func TestReconcile(t *testing.T) {
 			want: OutcomeRefusedDiverged, is: ErrDiverged, errContains: []string{`checkpoint of stream "t" when asked for stream "s"`}},
 		{name: "fingerprint changed: store", fingerprint: "sha256:new", stored: &stored, kafka: stateOf(stored), want: OutcomeRefusedFingerprint,
 			is: ErrFingerprintChanged, errContains: []string{`fingerprint "` + fp + `" (recorded in the checkpoint store) but is now configured with "sha256:new"`,
-				"bridge rewind --stream s", "new stream id"}},
+				"give the changed query a new stream id", "new stream id"}},
 		{name: "fingerprint changed: Kafka only", fingerprint: "sha256:new", stored: nil, kafka: stateOf(ahead), want: OutcomeRefusedFingerprint,
 			is: ErrFingerprintChanged, errContains: []string{"(recorded in the control topic)"}},
 		{name: "fingerprint changed: Kafka differs from store", stored: &stored, kafka: func() *ControlState {
