@@ -45,6 +45,10 @@ var (
 	// ErrTopicInvalid is wrapped by every *TopicError.
 	ErrTopicInvalid = errors.New("topic invalid")
 
+	// ErrRecordTooLarge means a record is larger than the producer's batch
+	// limit (kafka.batch_max_bytes) or the topic's max.message.bytes: no
+	// retry can send it.
+	ErrRecordTooLarge = errors.New("record too large for kafka")
 	// ErrRecordsMissing is wrapped by every *MissingRecordsError.
 	ErrRecordsMissing = errors.New("records missing from kafka")
 

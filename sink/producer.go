@@ -354,7 +354,7 @@ func (p *Producer) Produce(ctx context.Context, rec Record) error {
 		return fmt.Errorf("producing to %s: no open transaction; call Begin first", rec.Topic)
 	}
 	if f := t.failed.Load(); f != nil {
-		return fmt.Errorf("producing to %s: an earlier record of this transaction failed: %w", rec.Topic, *f)
+		return fmt.Errorf("producing to %s: an earlier record of this transaction failed: %w", rec.Topic, classifyRecordErr(*f))
 	}
 	if rec.Key == nil {
 		return fmt.Errorf("producing to %s: record has a nil key; every bridge record is keyed (batch id or row key)", rec.Topic)
@@ -541,6 +541,7 @@ func (p *Producer) Abort(ctx context.Context) error {
 // abort aborts the open transaction because of cause (nil: requested) and
 // returns the classified error.
 func (p *Producer) abort(ctx context.Context, reason string, cause error) error {
+	cause = classifyRecordErr(cause)
 	t := p.txn
 	actx, cancel := p.detached(ctx)
 	defer cancel()
@@ -736,4 +737,13 @@ func isFenced(err error) bool {
 		errors.Is(err, kerr.InvalidProducerEpoch) ||
 		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) ||
 		errors.Is(err, kerr.ClusterAuthorizationFailed))
+}
+
+// classifyRecordErr marks a record error no retry can fix: a record above
+// the producer's or the broker's size limit.
+func classifyRecordErr(err error) error {
+	if err != nil && !errors.Is(err, ErrRecordTooLarge) && (errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)) {
+		return fmt.Errorf("%w (raise the topic's max.message.bytes and kafka.batch_max_bytes, or publish smaller rows): %w", ErrRecordTooLarge, err)
+	}
+	return err
 }

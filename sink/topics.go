@@ -82,6 +82,9 @@ type TopicState struct {
 	// CleanupPolicy and RetentionMs are the effective values.
 	CleanupPolicy string
 	RetentionMs   int64
+	// MaxMessageBytes is the topic's max.message.bytes: the largest record
+	// batch the brokers accept (0 when unknown).
+	MaxMessageBytes int64
 }
 
 func (s TopicSpec) normalized() TopicSpec {
@@ -271,6 +274,8 @@ func (a *Admin) EnsureTopics(ctx context.Context, specs ...TopicSpec) ([]TopicSt
 				st.CleanupPolicy = normalizePolicy(c.MaybeValue())
 			case "retention.ms":
 				st.RetentionMs, _ = strconv.ParseInt(c.MaybeValue(), 10, 64)
+			case "max.message.bytes":
+				st.MaxMessageBytes, _ = strconv.ParseInt(c.MaybeValue(), 10, 64)
 			}
 		}
 		if err := a.check(n, *st); err != nil {
@@ -307,6 +312,22 @@ func (a *Admin) create(ctx context.Context, s TopicSpec) (bool, error) {
 		return true, nil
 	case errors.Is(err, kerr.TopicAlreadyExists):
 		return false, nil // created concurrently; validated below
+	case errors.Is(err, kerr.InvalidReplicationFactor):
+		return false, &TopicError{Topic: s.Name,
+			Problem: fmt.Sprintf("the cluster cannot create it with replication factor %d (%v %s)", s.ReplicationFactor, err, resp.ErrMessage),
+			Fix:     "set kafka.replication_factor to at most the number of brokers, or to -1 for the brokers' default.replication.factor"}
+	case errors.Is(err, kerr.InvalidPartitions):
+		key := "streams[].partitions"
+		if s.Kind == TopicControl {
+			key = "the control topic's partitions (1)"
+		}
+		return false, &TopicError{Topic: s.Name,
+			Problem: fmt.Sprintf("the cluster cannot create it with %d partitions (%v %s)", s.Partitions, err, resp.ErrMessage),
+			Fix:     "set " + key + " to a count the cluster allows"}
+	case errors.Is(err, kerr.PolicyViolation), errors.Is(err, kerr.InvalidConfig), errors.Is(err, kerr.TopicAuthorizationFailed),
+		errors.Is(err, kerr.ClusterAuthorizationFailed):
+		return false, &TopicError{Topic: s.Name, Problem: fmt.Sprintf("the cluster refuses to create it: %v %s", err, resp.ErrMessage),
+			Fix: "create the topic yourself with the partitions, cleanup.policy and retention the bridge expects, or grant CREATE on it"}
 	default:
 		msg := resp.ErrMessage
 		return false, fmt.Errorf("creating topic %q (partitions %d, replication factor %d): %w %s",

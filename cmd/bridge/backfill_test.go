@@ -243,8 +243,8 @@ func scenarioBackfillHandoverRestart(t *testing.T, svc services) {
 	assert.Positive(t, rep.Retracted)
 }
 
-// gaugeValue gathers reg and returns the value of the gauge name with the
-// label stream (the test fails when it is not there).
+// gaugeValue gathers reg and returns the value of the gauge or counter
+// name with the label stream (the test fails when it is not there).
 func gaugeValue(t *testing.T, reg prometheus.Gatherer, name, stream string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -256,6 +256,9 @@ func gaugeValue(t *testing.T, reg prometheus.Gatherer, name, stream string) floa
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "stream" && l.GetValue() == stream {
+					if c := m.GetCounter(); c != nil {
+						return c.GetValue()
+					}
 					return m.GetGauge().GetValue()
 				}
 			}

@@ -354,6 +354,9 @@ func (w *backfillWorker) step(ctx context.Context, s source.BlockSpan, last bool
 			if r.cfg.Key == config.KeyRow {
 				key = w.out.Key(i)
 			}
+			if err := r.limit.check(batchID, int64(rows+i-before), key, w.out.Value(i), headers); err != nil {
+				return err
+			}
 			if err := w.prod.Produce(ctx, sink.Record{Topic: r.topic, Key: key, Value: w.out.Value(i), Headers: headers,
 				Group: batchID, Op: "r"}); err != nil {
 				return w.txnError("producing backfill records", err)

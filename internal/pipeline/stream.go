@@ -166,6 +166,9 @@ type Stream struct {
 	retractor   *encode.Retractor
 	topic       string
 	out         encode.Batch
+	// limit bounds a record's size: the smaller of kafka.batch_max_bytes
+	// and the data topic's max.message.bytes (recordLimit).
+	limit recordLimit
 
 	prod    *sink.Producer
 	reader  *sink.Reader
@@ -244,13 +247,17 @@ func fingerprintOf(sql string, s *arrow.Schema) string {
 // transaction outcome) restarts the stream from its checkpoint and Kafka.
 func Permanent(err error) bool {
 	var verr *encode.ValueError
-	return errors.Is(err, reorg.ErrUnrecoverable) || errors.Is(err, reorg.ErrInvalidRanges) ||
-		errors.Is(err, sink.ErrFenced) || errors.Is(err, offsets.ErrFenced) ||
-		errors.Is(err, offsets.ErrStoreAhead) || errors.Is(err, offsets.ErrDiverged) ||
-		errors.Is(err, offsets.ErrFingerprintChanged) || errors.Is(err, offsets.ErrInvalid) ||
-		errors.Is(err, offsets.ErrUnsupportedFormat) || errors.Is(err, source.ErrPermanent) ||
-		errors.Is(err, encode.ErrUnsupportedType) || errors.Is(err, encode.ErrNameCollision) ||
-		errors.Is(err, encode.ErrIncompatible) || errors.As(err, &verr) || errors.Is(err, config.ErrInvalid)
+	for _, p := range []error{reorg.ErrUnrecoverable, reorg.ErrInvalidRanges,
+		sink.ErrFenced, sink.ErrTopicInvalid, sink.ErrRecordsMissing, sink.ErrRecordTooLarge,
+		offsets.ErrFenced, offsets.ErrStoreAhead, offsets.ErrDiverged, offsets.ErrFingerprintChanged, offsets.ErrInvalid,
+		offsets.ErrUnsupportedFormat, offsets.ErrMalformedEvent, source.ErrPermanent,
+		encode.ErrUnsupportedType, encode.ErrNameCollision, encode.ErrIncompatible, encode.ErrKeyColumn, encode.ErrSchemaChanged,
+		config.ErrInvalid} {
+		if errors.Is(err, p) {
+			return true
+		}
+	}
+	return errors.As(err, &verr)
 }
 
 // Run publishes the stream until ctx ends or a permanent error. Any other
@@ -300,6 +307,7 @@ func (r *Stream) close(ctx context.Context) {
 // previous instance and aborts its open transaction), the reader and the
 // reconciled checkpoint. It publishes nothing.
 func (r *Stream) connect(ctx context.Context) error {
+	r.deps.Metrics.Init(r.cfg.ID)
 	schema, err := r.deps.Amp.Schema(ctx, r.cfg.SQL)
 	if err != nil {
 		return fmt.Errorf("planning the stream's SQL at Amp: %w", err)
@@ -329,7 +337,6 @@ func (r *Stream) connect(ctx context.Context) error {
 	if r.reader, err = sink.NewReader(ctx, r.deps.Kafka, r.sinkDeps()); err != nil {
 		return fmt.Errorf("starting the reader of stream %s: %w", r.cfg.ID, err)
 	}
-	r.deps.Metrics.Init(r.cfg.ID)
 	dec, err := offsets.Recover(ctx, r.deps.Store, r.control(),
 		r.cfg.ID, r.fingerprint, r.deps.Now())
 	r.deps.Metrics.reconciliations.WithLabelValues(r.cfg.ID, dec.Outcome.String()).Inc()
@@ -444,6 +451,12 @@ func (r *Stream) setupTopic(ctx context.Context, networks []string) error {
 		return fmt.Errorf("preparing the data topic of stream %s: %w", r.cfg.ID, err)
 	}
 	r.topic, r.enc, r.encCfg = topic, enc, encCfg
+	r.limit = recordLimit{topic: topic, batchMax: int64(r.deps.Kafka.BatchMaxBytes)}
+	for _, st := range states {
+		if st.Name == topic {
+			r.limit.topicMax = st.MaxMessageBytes
+		}
+	}
 	return r.checkPartitions(states)
 }
 
@@ -696,6 +709,9 @@ func (r *Stream) data(ctx context.Context, ev reorg.Event, env source.Envelope) 
 		k := key
 		if r.cfg.Key == config.KeyRow {
 			k = r.out.Key(i)
+		}
+		if err := r.limit.check(ev.BatchID, r.txn.rowOffset[ev.BatchID]+int64(i-before), k, r.out.Value(i), headers); err != nil {
+			return fmt.Errorf("stream %s: %w", r.cfg.ID, err)
 		}
 		if err := r.prod.Produce(ctx, sink.Record{Topic: r.topic, Key: k, Value: r.out.Value(i), Headers: headers, Group: ev.BatchID, Op: "c"}); err != nil {
 			return r.txnError("producing records", err)
@@ -1131,4 +1147,43 @@ func NewControl(reader *sink.Reader, codec *offsets.ControlCodec, topic string) 
 // control returns the stream's control topic, read through its reader.
 func (r *Stream) control() *offsets.Control {
 	return NewControl(r.reader, r.deps.Control, r.deps.ControlTopic)
+}
+
+// recordLimit is the largest record a data topic takes.
+type recordLimit struct {
+	topic    string
+	batchMax int64 // kafka.batch_max_bytes
+	topicMax int64 // the topic's max.message.bytes; 0: unknown
+}
+
+// recordBatchOverhead is a record batch's header (Kafka's v2 format);
+// recordOverhead bounds a record's own framing (length, attributes,
+// timestamp and offset deltas, and the lengths of key, value and headers).
+const recordBatchOverhead, recordOverhead = 61, 5 * 5
+
+// check refuses a record that no batch of the topic can carry, naming the
+// batch, the row, the size and both limits: it would fail for ever.
+func (l recordLimit) check(batchID string, row int64, key, value []byte, headers []sink.Header) error {
+	if l.batchMax <= 0 {
+		return nil
+	}
+	size := int64(len(key) + len(value) + recordOverhead)
+	for _, h := range headers {
+		size += int64(len(h.Key) + len(h.Value) + 10)
+	}
+	limit := l.batchMax
+	if l.topicMax > 0 {
+		limit = min(limit, l.topicMax)
+	}
+	if size+recordBatchOverhead <= limit {
+		return nil
+	}
+	topicMax := "unknown"
+	if l.topicMax > 0 {
+		topicMax = fmt.Sprintf("%d bytes", l.topicMax)
+	}
+	return fmt.Errorf("%w: batch %s row %d is a record of about %d bytes, and a record batch may have at most %d bytes "+
+		"(kafka.batch_max_bytes %d bytes, max.message.bytes of topic %s %s): raise the topic's max.message.bytes and "+
+		"kafka.batch_max_bytes above the largest row, or select fewer or smaller columns", sink.ErrRecordTooLarge,
+		batchID, row, size+recordBatchOverhead, limit, l.batchMax, l.topic, topicMax)
 }

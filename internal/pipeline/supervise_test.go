@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -72,33 +73,34 @@ func TestSupervisorBackoff(t *testing.T) {
 func TestPollHead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		calls := 0
-		head := uint64(100)
+		var calls atomic.Int64
+		var head atomic.Uint64
+		head.Store(100)
 		s := New(config.StreamConfig{ID: "s", SQL: "SELECT 1", HeadPollInterval: 30 * time.Second},
 			Deps{Metrics: NewMetrics(reg), Heads: func(context.Context, string) (map[string]uint64, error) {
-				calls++
-				return map[string]uint64{"mainnet": head}, nil
+				calls.Add(1)
+				return map[string]uint64{"mainnet": head.Load()}, nil
 			}})
 		s.committedCursor.Store(reorg.Cursor{"mainnet": {Number: 90}})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { defer close(done); s.pollHead(ctx) }()
 		synctest.Wait()
-		assert.Equal(t, 1, calls, "asked at start")
+		assert.Equal(t, int64(1), calls.Load(), "asked at start")
 		assert.InDelta(t, 10, testutil.ToFloat64(s.deps.Metrics.behindHead.WithLabelValues("s", "mainnet")), 0)
 
 		s.committedCursor.Store(reorg.Cursor{"mainnet": {Number: 99}})
-		head = 120
+		head.Store(120)
 		time.Sleep(29 * time.Second)
 		synctest.Wait()
-		assert.Equal(t, 1, calls, "not before the interval")
+		assert.Equal(t, int64(1), calls.Load(), "not before the interval")
 		time.Sleep(time.Second)
 		synctest.Wait()
-		assert.Equal(t, 2, calls)
+		assert.Equal(t, int64(2), calls.Load())
 		assert.InDelta(t, 21, testutil.ToFloat64(s.deps.Metrics.behindHead.WithLabelValues("s", "mainnet")), 0)
 		time.Sleep(60 * time.Second)
 		synctest.Wait()
-		assert.Equal(t, 4, calls)
+		assert.Equal(t, int64(4), calls.Load())
 		cancel()
 		<-done
 	})
