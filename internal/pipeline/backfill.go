@@ -459,7 +459,7 @@ func (r *Stream) handover(ctx context.Context, network string, end uint64) error
 // its size is bounded by the number of disjoint spans, not by the number
 // added.
 type spanSet struct {
-	spans  []source.BlockSpan
+	spans   []source.BlockSpan
 	nMerged int // len(spans) after the last merge
 }
 
