@@ -69,8 +69,17 @@
 //   - The control topic is the proof of what was published. If it is deleted,
 //     recreated, or its retention removes the stream's newest event (a stream
 //     idle for longer than retention.ms), the store is "ahead of Kafka" and
-//     the stream refuses to start ([ErrStoreAhead]). Give the control topic
-//     unlimited retention (retention.ms=-1), or compaction keyed by stream.
+//     the stream refuses to start ([ErrStoreAhead]); if retention removed the
+//     full checkpoint copy the newest watermark is rebuilt from, a start
+//     without the store fails with [ErrControlTruncated]. Give the control
+//     topic unlimited retention (retention.ms=-1, how the bridge creates it);
+//     never compaction, which keeps only each stream's newest event, usually
+//     one without a checkpoint copy.
+//   - [Control] never reads the whole control topic to recover: it searches
+//     backwards from the end for the stream's newest live watermark
+//     ([Control.Newest]) and reads from the full copy that watermark names.
+//     [Control.Scan] streams a range to a callback for the readers that need
+//     a stream's whole history (rewind, a fresh stream's backfill progress).
 //   - Redis replication is asynchronous: a failover to a replica that missed
 //     the newest commits looks like lost writes ([StaleError] with an older
 //     version); restarting the stream reconciles it from Kafka.

@@ -34,6 +34,11 @@ var (
 	// neither can be ahead of the other (e.g. a recreated topic); the error
 	// is a *ReconcileError.
 	ErrDiverged = errors.New("offsets: checkpoint store and Kafka diverged")
+	// ErrControlTruncated means the control topic no longer holds an event
+	// the stream's state is rebuilt from (the full checkpoint copy a
+	// watermark refers to): retention or DeleteRecords deleted it, or the
+	// topic was rewritten.
+	ErrControlTruncated = errors.New("offsets: the control topic no longer holds the events the stream's state is rebuilt from")
 	// ErrFingerprintChanged means the stream's SQL or Arrow schema changed
 	// under the same stream id; the error is a *FingerprintError.
 	ErrFingerprintChanged = errors.New("offsets: stream SQL or schema changed under the same stream id")

@@ -2,6 +2,7 @@ package offsets
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -14,26 +15,26 @@ type ControlRecord struct {
 	Key, Value []byte
 }
 
-// ControlPage is what one read of the control topic returned.
-type ControlPage struct {
-	// Records are the committed records from max(from, Start) up to End,
-	// in offset order.
-	Records []ControlRecord
-	// Start is the log start offset when read; End the last stable offset
-	// the read went up to.
-	Start, End int64
-	// Truncated is true when the read began below Start: retention removed
-	// events the caller asked for.
-	Truncated bool
+// ControlBounds is the extent of the control topic's partition when read.
+type ControlBounds struct {
+	// Start is the log start offset: retention deleted what was below it.
+	Start int64
+	// End is the last stable offset: the offset after the newest committed
+	// record, and where the next event will be written.
+	End int64
 }
 
-// ControlLog reads the control topic's committed records (read_committed).
-// The run loop adapts the sink's reader to it, so this package needs no
-// Kafka client.
+// ControlLog reads the control topic's committed records (read_committed)
+// by offset range. The run loop adapts the sink's reader to it, so this
+// package needs no Kafka client.
 type ControlLog interface {
-	// ReadControl returns the committed records at offsets at or after
-	// from (the start of the log when from is NoOffset) up to the end.
-	ReadControl(ctx context.Context, from int64) (ControlPage, error)
+	// Bounds returns the log start offset and the last stable offset, after
+	// every transaction open at the call has ended.
+	Bounds(ctx context.Context) (ControlBounds, error)
+	// Scan hands the committed records at offsets from <= offset < until to
+	// fn in offset order, a chunk at a time, keeping none; fn must not keep
+	// the slice. An error of fn ends the scan and is returned as is.
+	Scan(ctx context.Context, from, until int64, fn func([]ControlRecord) error) error
 }
 
 // HistoryEvent is one of a stream's committed control events.
@@ -44,87 +45,196 @@ type HistoryEvent struct {
 	Event ControlEvent
 }
 
+// DefaultSearchWindow is the number of control-topic offsets the backwards
+// search for a stream's newest event reads first (Control.Newest); each
+// further step back reads twice as many.
+const DefaultSearchWindow int64 = 512
+
 // Control is the control topic as Kafka's record of a stream's committed
 // offsets: it reads a stream's events through a ControlLog, decodes them
 // and rebuilds the stream's state from them. It implements ControlReader.
+//
+// The control topic is shared by the streams of a deployment, so a
+// stream's events are interleaved with the others'. Control never reads
+// the whole topic to find a stream's state: Newest searches backwards from
+// the end in windows that double, and every live watermark names the
+// offset of the stream's newest full checkpoint copy (StreamState's
+// BaseOffset), so NewestState reads from there to the watermark and no
+// further. What it reads is bounded by the distance to the stream's newest
+// watermark and by the writer's full-copy interval, not by the length of
+// the history; what it holds is one chunk of records and the stream's
+// watermarks since the full copy.
 type Control struct {
-	log   ControlLog
-	codec *ControlCodec
-	topic string
+	log    ControlLog
+	codec  *ControlCodec
+	topic  string
+	window int64
 }
 
 var _ ControlReader = (*Control)(nil)
 
 // NewControl returns the control topic named topic (for messages) read
-// through log.
+// through log, with the DefaultSearchWindow.
 func NewControl(log ControlLog, codec *ControlCodec, topic string) *Control {
-	return &Control{log: log, codec: codec, topic: topic}
+	return &Control{log: log, codec: codec, topic: topic, window: DefaultSearchWindow}
+}
+
+// SetSearchWindow sets the number of offsets the backwards search reads
+// first (at least 1; DefaultSearchWindow when n < 1).
+func (c *Control) SetSearchWindow(n int64) {
+	if n < 1 {
+		n = DefaultSearchWindow
+	}
+	c.window = n
 }
 
 // Topic returns the control topic's name.
 func (c *Control) Topic() string { return c.topic }
 
+// Bounds returns the control topic's log start and last stable offset.
+func (c *Control) Bounds(ctx context.Context) (ControlBounds, error) {
+	b, err := c.log.Bounds(ctx)
+	if err != nil {
+		return b, fmt.Errorf("reading the bounds of control topic %s: %w", c.topic, err)
+	}
+	return b, nil
+}
+
+// Scan decodes the stream's committed control events at offsets
+// from <= offset < until and hands them to fn one at a time, oldest first,
+// keeping none: its memory does not depend on the range. Other streams'
+// records are skipped without being decoded. An error of fn ends the scan
+// and is returned as is.
+func (c *Control) Scan(ctx context.Context, stream string, from, until int64, fn func(HistoryEvent) error) error {
+	var fnErr error
+	err := c.log.Scan(ctx, from, until, func(recs []ControlRecord) error {
+		for _, rec := range recs {
+			ev, ok, err := c.decode(stream, rec)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			if err := fn(ev); err != nil {
+				fnErr = err
+				return err
+			}
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case fnErr != nil && errors.Is(err, fnErr):
+		return fnErr
+	default:
+		return fmt.Errorf("reading control topic %s[%d..%d): %w", c.topic, from, until, err)
+	}
+}
+
+// decode decodes rec when it is an event of stream.
+func (c *Control) decode(stream string, rec ControlRecord) (HistoryEvent, bool, error) {
+	if string(rec.Key) != stream || rec.Value == nil {
+		return HistoryEvent{}, false, nil
+	}
+	ev, err := c.codec.Decode(rec.Value)
+	if err != nil {
+		return HistoryEvent{}, false, fmt.Errorf("decoding control event at %s@%d: %w", c.topic, rec.Offset, err)
+	}
+	if (ev.Watermark != nil && ev.Watermark.Stream != stream) || (ev.Undo != nil && ev.Undo.Stream != stream) {
+		return HistoryEvent{}, false, nil
+	}
+	return HistoryEvent{Offset: rec.Offset, Event: ev}, true, nil
+}
+
+// Newest returns the stream's newest committed control event at or after
+// offset from (the log start when from is NoOffset) for which match is
+// true, or nil when there is none, with the bounds it searched. It searches
+// backwards from the end: it reads the last SearchWindow offsets, then the
+// twice as many before them, and so on, and stops at the first window that
+// holds a match. A stream that commits often is found in the first window;
+// the reads grow with the logarithm of the distance back to the stream's
+// newest event (the other streams' events written since), never with the
+// stream's history.
+func (c *Control) Newest(ctx context.Context, stream string, from int64, match func(HistoryEvent) bool) (*HistoryEvent, ControlBounds, error) {
+	b, err := c.Bounds(ctx)
+	if err != nil {
+		return nil, b, err
+	}
+	lo := max(from, b.Start)
+	var found *HistoryEvent
+	for until, w := b.End, c.window; until > lo; until, w = max(lo, until-w), 2*w {
+		start := max(lo, until-w)
+		err := c.Scan(ctx, stream, start, until, func(h HistoryEvent) error {
+			if match(h) {
+				found = &h
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, b, err
+		}
+		if found != nil {
+			return found, b, nil
+		}
+	}
+	return nil, b, nil
+}
+
 // NewestState returns the stream's state after its newest committed live
 // watermark at or after offset from: the checkpoint that event carries, or,
 // for an event that carries only its state, the checkpoint of the event at
 // its base offset rolled forward through the watermarks since
-// (RollForward). Backfill watermarks are not the live stream's.
+// (RollForward). Backfill watermarks are not the live stream's. It finds
+// the watermark with Newest and then reads from its base offset to it: a
+// bounded number of reads whatever the history's length. When retention
+// deleted the base offset the error matches ErrControlTruncated.
 func (c *Control) NewestState(ctx context.Context, stream string, from int64) (*ControlState, error) {
-	start := from
-	if start == NoOffset {
-		start = 0
-	}
-	hist, _, err := c.History(ctx, stream, start)
-	if err != nil {
+	h, b, err := c.Newest(ctx, stream, from, func(h HistoryEvent) bool { return IsLiveState(h.Event.Watermark) })
+	if err != nil || h == nil {
 		return nil, err
 	}
-	for i := len(hist) - 1; i >= 0; i-- {
-		w := hist[i].Event.Watermark
-		if w == nil || w.Backfill != nil || (len(w.Checkpoint) == 0 && w.State == nil) {
-			continue
-		}
-		if len(w.Checkpoint) == 0 && w.State.BaseOffset < start {
-			// The checkpoint is older than from: read from there.
-			if hist, _, err = c.History(ctx, stream, w.State.BaseOffset); err != nil {
-				return nil, err
-			}
-			if i = LastLiveWatermark(hist); i < 0 {
-				return nil, fmt.Errorf("control topic %s: the stream's events vanished between two reads", c.topic)
-			}
-		}
-		st, err := StateAt(hist, i)
+	w := h.Event.Watermark
+	if len(w.Checkpoint) > 0 {
+		st, err := ControlStateOf(w.Checkpoint, h.Offset)
 		if err != nil {
 			return nil, fmt.Errorf("control topic %s: %w", c.topic, err)
 		}
-		return &st, nil
+		return st, nil
 	}
-	return nil, nil
-}
-
-// History returns the stream's committed control events at offsets at or
-// after from, oldest first, and the read's bounds (its Records are not
-// kept).
-func (c *Control) History(ctx context.Context, stream string, from int64) ([]HistoryEvent, ControlPage, error) {
-	page, err := c.log.ReadControl(ctx, from)
-	if err != nil {
-		return nil, page, fmt.Errorf("reading control topic %s: %w", c.topic, err)
+	base := w.State.BaseOffset
+	if base < b.Start {
+		return nil, fmt.Errorf("control topic %s: the newest watermark of stream %q (offset %d) is rebuilt from the stream's full "+
+			"checkpoint copy at offset %d, but the topic now starts at offset %d: its retention (retention.ms, retention.bytes) or "+
+			"DeleteRecords deleted the copy: %w. Give the control topic infinite retention (retention.ms=-1, the default the bridge "+
+			"creates it with); to recover, restore the checkpoint store (the stream resumes from its offset) or start over under a "+
+			"new stream id", c.topic, stream, h.Offset, base, b.Start, ErrControlTruncated)
 	}
+	if base > h.Offset {
+		return nil, fmt.Errorf("control topic %s: the watermark at offset %d refers to the checkpoint at the later offset %d: %w",
+			c.topic, h.Offset, base, ErrMalformedEvent)
+	}
+	// Only the live watermarks from the base to h: what StateAt uses.
 	var hist []HistoryEvent
-	for _, rec := range page.Records {
-		if string(rec.Key) != stream || rec.Value == nil {
-			continue
+	err = c.Scan(ctx, stream, base, h.Offset+1, func(e HistoryEvent) error {
+		if IsLiveState(e.Event.Watermark) {
+			hist = append(hist, e)
 		}
-		ev, err := c.codec.Decode(rec.Value)
-		if err != nil {
-			return nil, page, fmt.Errorf("decoding control event at %s@%d: %w", c.topic, rec.Offset, err)
-		}
-		if (ev.Watermark != nil && ev.Watermark.Stream != stream) || (ev.Undo != nil && ev.Undo.Stream != stream) {
-			continue
-		}
-		hist = append(hist, HistoryEvent{Offset: rec.Offset, Event: ev})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	page.Records = nil
-	return hist, page, nil
+	if len(hist) == 0 || hist[len(hist)-1].Offset != h.Offset {
+		return nil, fmt.Errorf("control topic %s: the stream's watermark at offset %d vanished between two reads: %w",
+			c.topic, h.Offset, ErrControlTruncated)
+	}
+	st, err := StateAt(hist, len(hist)-1)
+	if err != nil {
+		return nil, fmt.Errorf("control topic %s: %w", c.topic, err)
+	}
+	return &st, nil
 }
 
 // IsLiveState reports whether w is a live watermark that carries a
@@ -159,8 +269,8 @@ func StateAt(hist []HistoryEvent, i int) (ControlState, error) {
 	b := slices.IndexFunc(hist[:i], func(h HistoryEvent) bool { return h.Offset == w.State.BaseOffset })
 	if b < 0 || hist[b].Event.Watermark == nil || len(hist[b].Event.Watermark.Checkpoint) == 0 {
 		return ControlState{}, fmt.Errorf("the watermark at offset %d refers to the checkpoint at offset %d, "+
-			"which is not a committed watermark of the stream with a checkpoint: the control topic was truncated or rewritten",
-			hist[i].Offset, w.State.BaseOffset)
+			"which is not a committed watermark of the stream with a checkpoint: the control topic was truncated or rewritten: %w",
+			hist[i].Offset, w.State.BaseOffset, ErrControlTruncated)
 	}
 	base, err := ControlStateOf(hist[b].Event.Watermark.Checkpoint, hist[b].Offset)
 	if err != nil {

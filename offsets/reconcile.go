@@ -30,10 +30,12 @@ type ControlState struct {
 // ControlReader reads the newest state of a stream from the control topic;
 // Control implements it.
 type ControlReader interface {
-	// NewestState reads the control topic read_committed from offset from
-	// (inclusive; from the start of the log when from is NoOffset) to its
-	// end, and returns the newest committed control event of stream, or nil
-	// when there is none.
+	// NewestState returns the state after the newest committed live
+	// watermark of stream in the control topic (read_committed) at or after
+	// offset from (inclusive; anywhere in the log when from is NoOffset), or
+	// nil when there is none. Control reads only the end of the topic back
+	// to that watermark and from the full checkpoint copy it names, not the
+	// whole history.
 	NewestState(ctx context.Context, stream string, from int64) (*ControlState, error)
 }
 

@@ -78,11 +78,13 @@
 // records and transaction markers and therefore cannot tell how far it has
 // read. ReadSpans returns exactly the records of the given spans, or a
 // *MissingRecordsError when retention, DeleteRecords or compaction removed
-// them. ReadControl returns the committed records of the control topic from
-// an offset up to the last stable offset, after waiting for transactions
-// that were open at the call to end; it reports Truncated instead of
-// skipping deleted events silently. Both are bounded by ctx and
-// Config.ReadTimeout. The offsets package decides what the records mean.
+// them. ControlBounds returns the control topic's log start and last stable
+// offset, after waiting for transactions that were open at the call to end;
+// ScanControl streams a range of it to a callback one fetch response at a
+// time, so its memory is bounded by Config.FetchMaxBytes however long the
+// topic is (ReadControl, which holds a whole range, is for tests). Each read
+// is bounded by ctx and Config.ReadTimeout. The offsets package decides what
+// the records mean and which ranges to read.
 //
 // # Pitfalls
 //

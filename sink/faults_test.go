@@ -3,6 +3,8 @@ package sink
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -344,4 +346,59 @@ func TestReadControlWaitsForOpenTransactions(t *testing.T) {
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, time.Since(start), hold-50*time.Millisecond, "waited for the open transaction")
 	assert.Equal(t, []string{"other-open", "mine-committed"}, readValues(cr.Records))
+}
+
+// TestScanControlChunks: ScanControl hands a range of the control topic to
+// its callback one fetch response at a time,
+// stops at until, skips aborted records and markers, and returns the
+// callback's error unchanged.
+func TestScanControlChunks(t *testing.T) {
+	_, cfg := newCluster(t)
+	cfg.FetchMaxBytes = 1024 // the minimum: a few record batches per fetch
+	a := newAdmin(t, cfg)
+	ctx := testCtx(t)
+	_, err := a.EnsureTopics(ctx, TopicSpec{Name: "control", Kind: TopicControl, ReplicationFactor: 1})
+	require.NoError(t, err)
+	p := newProducer(t, cfg, "scan", Deps{})
+	r := newReader(t, cfg)
+	for i := range 6 {
+		require.NoError(t, p.Begin())
+		require.NoError(t, p.Produce(ctx, Record{Topic: "control", Key: []byte("s"), Value: fmt.Appendf(nil, "e%d", i)}))
+		if i == 2 {
+			require.NoError(t, p.cl.Flush(ctx))
+			require.NoError(t, p.Abort(ctx))
+			continue
+		}
+		_, err := p.Commit(ctx)
+		require.NoError(t, err)
+	}
+	b, err := r.ControlBounds(ctx, "control")
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), b.Start)
+	assert.Equal(t, int64(12), b.End, "six transactions of one record and one marker")
+
+	var got []string
+	var offs []int64
+	chunks := 0
+	require.NoError(t, r.ScanControl(ctx, "control", 0, b.End, func(recs []ReadRecord) error {
+		chunks++
+		for _, rec := range recs {
+			got, offs = append(got, string(rec.Value)), append(offs, rec.Offset)
+		}
+		return nil
+	}))
+	assert.Equal(t, []string{"e0", "e1", "e3", "e4", "e5"}, got)
+	assert.Equal(t, []int64{0, 2, 6, 8, 10}, offs)
+	assert.Positive(t, chunks)
+
+	got = nil
+	require.NoError(t, r.ScanControl(ctx, "control", 2, 8, func(recs []ReadRecord) error {
+		got = append(got, readValues(recs)...)
+		return nil
+	}))
+	assert.Equal(t, []string{"e1", "e3"}, got, "the range [2, 8)")
+
+	stop := errors.New("stop")
+	err = r.ScanControl(ctx, "control", 0, b.End, func([]ReadRecord) error { return stop })
+	assert.Same(t, stop, err)
 }

@@ -323,7 +323,7 @@ func (r *Reader) ReadSpans(ctx context.Context, spans []Span) ([][]ReadRecord, e
 	}
 	fetched := make(map[topicPartition][]ReadRecord, len(ranges))
 	for tp, rg := range ranges {
-		recs, _, err := r.fetchRange(ctx, tp.topic, tp.partition, rg.from, rg.until)
+		recs, err := r.fetchRange(ctx, tp.topic, tp.partition, rg.from, rg.until)
 		if err != nil {
 			return nil, fmt.Errorf("reading back %s/%d[%d..%d]: %w", tp.topic, tp.partition, rg.from, rg.until-1, err)
 		}
@@ -345,30 +345,85 @@ func (r *Reader) ReadSpans(ctx context.Context, spans []Span) ([][]ReadRecord, e
 	return out, nil
 }
 
-// ReadControl reads the committed records of partition 0 of the control
-// topic from offset from (negative: from the log start) up to the last
-// stable offset at the time of the call, bounded by ctx and
-// Config.ReadTimeout. It does not interpret them.
-func (r *Reader) ReadControl(ctx context.Context, topic string, from int64) (ControlRead, error) {
+// ControlBounds is the extent of the control topic's partition when read.
+type ControlBounds struct {
+	// Start is the partition's log start offset.
+	Start int64
+	// End is the last stable offset: every transaction open when the bounds
+	// were taken has ended below it.
+	End int64
+}
+
+// ControlBounds returns the log start offset and the last stable offset
+// of partition 0 of the control topic, after waiting for every transaction
+// open at the call to end (another stream's open transaction would
+// otherwise hide later committed events), bounded by ctx and
+// Config.ReadTimeout.
+func (r *Reader) ControlBounds(ctx context.Context, topic string) (ControlBounds, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.ReadTimeout)
 	defer cancel()
 	const partition = 0
 	starts, err := r.StartOffsets(ctx, topic)
 	if err != nil {
-		return ControlRead{}, fmt.Errorf("reading control topic: %w", err)
+		return ControlBounds{}, fmt.Errorf("reading the bounds of control topic %s: %w", topic, err)
 	}
 	hwms, err := r.highWatermarks(ctx, topic)
 	if err != nil {
-		return ControlRead{}, fmt.Errorf("reading control topic: %w", err)
+		return ControlBounds{}, fmt.Errorf("reading the bounds of control topic %s: %w", topic, err)
 	}
-	// Wait until every transaction open at the call has ended, so the
-	// read includes everything committed before it (another stream's open
-	// transaction would otherwise hide later committed events).
 	end, err := r.waitStable(ctx, topic, partition, hwms[partition])
 	if err != nil {
-		return ControlRead{}, fmt.Errorf("reading control topic %s: %w", topic, err)
+		return ControlBounds{}, fmt.Errorf("reading the bounds of control topic %s: %w", topic, err)
 	}
-	out := ControlRead{Start: starts[partition], End: end}
+	return ControlBounds{Start: starts[partition], End: end}, nil
+}
+
+// ScanControl reads the committed records of partition 0 of the control
+// topic at offsets from <= offset < until (until at most the End of a
+// ControlBounds) and hands them to fn in offset order, one fetch response
+// at a time, without keeping them: its memory is bounded by
+// Config.FetchMaxBytes however long the range is, and fn must not retain
+// the slice (the records' Key and Value may be kept). Each fetch is
+// bounded by Config.ReadTimeout, the whole scan by ctx. An error of fn
+// stops the scan and is returned as is. Offsets below the log start give a
+// *MissingRecordsError (retention deleted them).
+func (r *Reader) ScanControl(ctx context.Context, topic string, from, until int64, fn func([]ReadRecord) error) error {
+	const partition = 0
+	if from >= until {
+		return nil
+	}
+	err := r.fetchEach(ctx, topic, partition, from, until, r.cfg.ReadTimeout, fn)
+	if err != nil {
+		var fnErr callbackError
+		if errors.As(err, &fnErr) {
+			return fnErr.err
+		}
+		return fmt.Errorf("reading control topic %s/%d[%d..%d): %w", topic, partition, from, until, err)
+	}
+	return nil
+}
+
+// callbackError carries the error of a fetchEach callback out unchanged.
+type callbackError struct{ err error }
+
+func (e callbackError) Error() string { return e.err.Error() }
+func (e callbackError) Unwrap() error { return e.err }
+
+// ReadControl reads the committed records of partition 0 of the control
+// topic from offset from (negative: from the log start) up to the last
+// stable offset at the time of the call (ControlBounds), bounded by ctx and
+// Config.ReadTimeout. It holds every record in memory: for tests and small
+// ranges; the bridge reads the control topic with ControlBounds and
+// ScanControl. It does not interpret the records.
+func (r *Reader) ReadControl(ctx context.Context, topic string, from int64) (ControlRead, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.ReadTimeout)
+	defer cancel()
+	const partition = 0
+	b, err := r.ControlBounds(ctx, topic)
+	if err != nil {
+		return ControlRead{}, err
+	}
+	out := ControlRead{Start: b.Start, End: b.End}
 	if from < 0 {
 		from = out.Start
 	}
@@ -379,7 +434,7 @@ func (r *Reader) ReadControl(ctx context.Context, topic string, from int64) (Con
 	if from >= out.End {
 		return out, nil
 	}
-	out.Records, _, err = r.fetchRange(ctx, topic, partition, from, out.End)
+	out.Records, err = r.fetchRange(ctx, topic, partition, from, out.End)
 	if err != nil {
 		return ControlRead{}, fmt.Errorf("reading control topic %s/%d[%d..%d): %w", topic, partition, from, out.End, err)
 	}
@@ -387,41 +442,63 @@ func (r *Reader) ReadControl(ctx context.Context, topic string, from int64) (Con
 }
 
 // fetchRange returns the committed records with from <= offset < until of
-// one partition; until must not exceed the last stable offset. It returns
-// the offset it read up to.
-func (r *Reader) fetchRange(ctx context.Context, topic string, partition int32, from, until int64) ([]ReadRecord, int64, error) {
+// one partition; until must not exceed the last stable offset.
+func (r *Reader) fetchRange(ctx context.Context, topic string, partition int32, from, until int64) ([]ReadRecord, error) {
+	var out []ReadRecord
+	err := r.fetchEach(ctx, topic, partition, from, until, 0, func(recs []ReadRecord) error {
+		out = append(out, recs...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// fetchEach fetches the committed records with from <= offset < until of
+// one partition (until must not exceed the last stable offset) and hands
+// the records of each fetch response to fn, in offset order; it keeps
+// none. Each fetch is bounded by timeout when it is positive. An error of
+// fn stops it and is returned wrapped in a callbackError.
+func (r *Reader) fetchEach(ctx context.Context, topic string, partition int32, from, until int64, timeout time.Duration,
+	fn func([]ReadRecord) error) error {
 	var (
-		out    []ReadRecord
 		next   = from
 		leader = int32(-1)
 		id     [16]byte
+		chunk  []ReadRecord
 	)
 	for next < until {
 		if leader < 0 {
 			m, err := freshMetadata(ctx, r.cl, topic)
 			if err != nil {
-				return nil, next, err
+				return err
 			}
 			l, ok := m.leaders[partition]
 			if !ok {
-				return nil, next, fmt.Errorf("partition %d of %q: %w", partition, topic, kerr.UnknownTopicOrPartition)
+				return fmt.Errorf("partition %d of %q: %w", partition, topic, kerr.UnknownTopicOrPartition)
 			}
 			if l < 0 {
 				if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-					return nil, next, fmt.Errorf("waiting for a leader of %s/%d: %w", topic, partition, err)
+					return fmt.Errorf("waiting for a leader of %s/%d: %w", topic, partition, err)
 				}
 				continue
 			}
 			leader, id = l, m.id
 		}
-		rp, err := r.fetchOnce(ctx, leader, topic, id, partition, next, until)
+		fctx, cancel := ctx, context.CancelFunc(func() {})
+		if timeout > 0 {
+			fctx, cancel = context.WithTimeout(ctx, timeout)
+		}
+		rp, err := r.fetchOnce(fctx, leader, topic, id, partition, next, until)
+		cancel()
 		if err != nil {
-			return nil, next, err
+			return err
 		}
 		switch perr := kerr.ErrorForCode(rp.ErrorCode); {
 		case perr == nil:
 		case errors.Is(perr, kerr.OffsetOutOfRange):
-			return nil, next, &MissingRecordsError{
+			return &MissingRecordsError{
 				Span: Span{Topic: topic, Partition: partition, First: next, Last: until - 1}, LogStart: rp.LogStartOffset, End: rp.LastStableOffset,
 				Missing: until - next, Reason: "offset out of range: retention or DeleteRecords deleted the records",
 			}
@@ -429,11 +506,11 @@ func (r *Reader) fetchRange(ctx context.Context, topic string, partition int32, 
 			r.log.Debug("retrying fetch", "topic", topic, "partition", partition, "err", perr)
 			leader = -1
 			if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-				return nil, next, fmt.Errorf("fetching %s/%d at %d: %w (last error: %w)", topic, partition, next, err, perr)
+				return fmt.Errorf("fetching %s/%d at %d: %w (last error: %w)", topic, partition, next, err, perr)
 			}
 			continue
 		default:
-			return nil, next, fmt.Errorf("fetching %s/%d at %d: %w", topic, partition, next, perr)
+			return fmt.Errorf("fetching %s/%d at %d: %w", topic, partition, next, perr)
 		}
 		fp, after := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 			Offset:         next,
@@ -442,29 +519,35 @@ func (r *Reader) fetchRange(ctx context.Context, topic string, partition int32, 
 			Partition:      partition,
 		}, rp, r.dec, nil)
 		if fp.Err != nil {
-			return nil, next, fmt.Errorf("decoding fetch of %s/%d at %d: %w", topic, partition, next, fp.Err)
+			return fmt.Errorf("decoding fetch of %s/%d at %d: %w", topic, partition, next, fp.Err)
 		}
+		chunk = chunk[:0]
 		for _, rec := range fp.Records {
 			if rec.Offset >= until {
 				break
 			}
-			out = append(out, toReadRecord(rec))
+			chunk = append(chunk, toReadRecord(rec))
+		}
+		if len(chunk) > 0 {
+			if err := fn(chunk); err != nil {
+				return callbackError{err}
+			}
 		}
 		if after <= next {
 			// No progress: the broker had nothing at next, although the
 			// caller checked next < until <= last stable offset.
 			if rp.LastStableOffset >= 0 && rp.LastStableOffset <= next {
-				return nil, next, fmt.Errorf("fetching %s/%d: no committed data at offset %d (last stable offset %d, wanted up to %d)",
+				return fmt.Errorf("fetching %s/%d: no committed data at offset %d (last stable offset %d, wanted up to %d)",
 					topic, partition, next, rp.LastStableOffset, until)
 			}
 			if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
-				return nil, next, fmt.Errorf("fetching %s/%d at %d: %w", topic, partition, next, err)
+				return fmt.Errorf("fetching %s/%d at %d: %w", topic, partition, next, err)
 			}
 			continue
 		}
 		next = after
 	}
-	return out, next, nil
+	return nil
 }
 
 func (r *Reader) fetchOnce(ctx context.Context, leader int32, topic string, id [16]byte, partition int32, offset, until int64) (*kmsg.FetchResponseTopicPartition, error) {
@@ -566,7 +649,7 @@ func (r *Reader) ReadTopic(ctx context.Context, topic string) ([]ReadRecord, err
 		if starts[p] >= end {
 			continue
 		}
-		recs, _, err := r.fetchRange(ctx, topic, p, starts[p], end)
+		recs, err := r.fetchRange(ctx, topic, p, starts[p], end)
 		if err != nil {
 			return nil, fmt.Errorf("reading topic %s/%d[%d..%d): %w", topic, p, starts[p], end, err)
 		}

@@ -374,7 +374,7 @@ func (a *Admin) check(s TopicSpec, st TopicState) error {
 				fmt.Sprintf("set cleanup.policy=delete and retention.ms=-1 on %s", s.Name))
 		}
 		if st.RetentionMs > 0 {
-			a.log.Warn("control topic has finite retention: an idle stream's last watermark can expire, and then a lost checkpoint store cannot be rebuilt from Kafka",
+			a.log.Warn("control topic has finite retention: bridge rewind cannot reach behind its log start, and once a stream's newest full checkpoint copy expires (an idle stream's newest event) a lost checkpoint store cannot be rebuilt from Kafka; see the README on the control topic's retention",
 				"topic", s.Name, "retention_ms", st.RetentionMs)
 		}
 	}

@@ -312,19 +312,18 @@ func rangeHeaders(rec sink.ReadRecord) ([]reorg.BlockRange, error) {
 }
 
 // committedCursor returns the cursor of the stream's newest committed
-// watermark in the control topic.
+// watermark in the control topic (offsets.Control.Newest: a backwards
+// search that reads from the end only as far back as that watermark).
 func (v *Verifier) committedCursor(ctx context.Context, stream string) (reorg.Cursor, error) {
 	ctl := pipeline.NewControl(v.Reader, v.Control, v.ControlTopic)
-	hist, _, err := ctl.History(ctx, stream, 0)
-	if err != nil {
+	h, _, err := ctl.Newest(ctx, stream, offsets.NoOffset, func(h offsets.HistoryEvent) bool {
+		w := h.Event.Watermark
+		return w != nil && len(w.Cursor) > 0
+	})
+	if err != nil || h == nil {
 		return nil, err
 	}
-	for i := len(hist) - 1; i >= 0; i-- {
-		if w := hist[i].Event.Watermark; w != nil && len(w.Cursor) > 0 {
-			return w.Cursor, nil
-		}
-	}
-	return nil, nil
+	return h.Event.Watermark.Cursor, nil
 }
 
 // ErrChainMoved means Amp's chain reorganised at or below the stream's

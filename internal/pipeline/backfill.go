@@ -230,12 +230,31 @@ func (r *Stream) runQuery(ctx context.Context, sql string, fn func(arrow.RecordB
 // backfillDone returns the blocks the stream's committed backfill watermark
 // events cover, merged. A partition record of the checkpoint store that
 // claims more is refused: the control topic lost events.
+//
+// It runs only for a fresh stream (setup runs no backfill for a stream that
+// has gone live), whose events in the control topic are its backfill's, so
+// it reads the whole topic; it streams through it, merging the spans as it
+// goes, so its memory is bounded by one fetch and the disjoint spans
+// published, not by the number of events.
 func (r *Stream) backfillDone(ctx context.Context) ([]source.BlockSpan, error) {
-	hist, _, err := r.control().History(ctx, r.cfg.ID, offsets.NoOffset)
+	ctl := r.control()
+	b, err := ctl.Bounds(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: reading the backfill's progress: %w", r.cfg.ID, err)
 	}
-	done := backfilledSpans(hist)
+	var done spanSet
+	if err := ctl.Scan(ctx, r.cfg.ID, b.Start, b.End, func(h offsets.HistoryEvent) error {
+		done.addBackfill(h.Event.Watermark)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("stream %s: reading the backfill's progress: %w", r.cfg.ID, err)
+	}
+	return r.checkPartitionRecords(ctx, done.merged())
+}
+
+// checkPartitionRecords returns done unless a partition record of the
+// checkpoint store claims blocks done does not cover.
+func (r *Stream) checkPartitionRecords(ctx context.Context, done []source.BlockSpan) ([]source.BlockSpan, error) {
 	recs, err := r.deps.Store.Partitions(ctx, r.cfg.ID)
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: reading the backfill's partition records: %w", r.cfg.ID, err)
@@ -439,20 +458,41 @@ func (r *Stream) handover(ctx context.Context, network string, end uint64) error
 	return nil
 }
 
-// backfilledSpans returns the blocks the backfill watermarks of hist
-// record as published, merged and sorted.
-func backfilledSpans(hist []offsets.HistoryEvent) []source.BlockSpan {
-	var spans []source.BlockSpan
-	for _, h := range hist {
-		if w := h.Event.Watermark; w != nil && w.Backfill != nil {
-			for _, b := range w.Batches {
-				for _, rg := range b.Ranges {
-					spans = append(spans, source.BlockSpan{From: rg.Start, To: rg.End + 1})
-				}
-			}
+// spanSet accumulates block spans and keeps them merged as they come, so
+// its size is bounded by the number of disjoint spans, not by the number
+// added.
+type spanSet struct {
+	spans   []source.BlockSpan
+	nMerged int // len(spans) after the last merge
+}
+
+// add adds s.
+func (s *spanSet) add(sp source.BlockSpan) {
+	s.spans = append(s.spans, sp)
+	if len(s.spans) > 2*s.nMerged+64 {
+		s.spans = mergeSpans(s.spans)
+		s.nMerged = len(s.spans)
+	}
+}
+
+// addBackfill adds the blocks a backfill watermark records as published
+// (nothing for any other event).
+func (s *spanSet) addBackfill(w *offsets.Watermark) {
+	if w == nil || w.Backfill == nil {
+		return
+	}
+	for _, b := range w.Batches {
+		for _, rg := range b.Ranges {
+			s.add(source.BlockSpan{From: rg.Start, To: rg.End + 1})
 		}
 	}
-	return mergeSpans(spans)
+}
+
+// merged returns the spans added, merged and sorted.
+func (s *spanSet) merged() []source.BlockSpan {
+	s.spans = mergeSpans(s.spans)
+	s.nMerged = len(s.spans)
+	return s.spans
 }
 
 // subtractSpans returns the parts of s not covered by done (merged, sorted).
@@ -494,14 +534,4 @@ func mergeSpans(spans []source.BlockSpan) []source.BlockSpan {
 		out = append(out, s)
 	}
 	return out
-}
-
-// BackfillEnd returns the first block after what the backfill watermarks
-// of hist record as published (ok false when there are none).
-func BackfillEnd(hist []offsets.HistoryEvent) (uint64, bool) {
-	bf := backfilledSpans(hist)
-	if len(bf) == 0 {
-		return 0, false
-	}
-	return bf[len(bf)-1].To, true
 }

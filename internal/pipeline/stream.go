@@ -1128,15 +1128,22 @@ type controlLog struct {
 
 var _ offsets.ControlLog = controlLog{}
 
-// ReadControl implements offsets.ControlLog.
-func (c controlLog) ReadControl(ctx context.Context, from int64) (offsets.ControlPage, error) {
-	read, err := c.reader.ReadControl(ctx, c.topic, from)
-	page := offsets.ControlPage{Start: read.Start, End: read.End, Truncated: read.Truncated,
-		Records: make([]offsets.ControlRecord, len(read.Records))}
-	for i, rec := range read.Records {
-		page.Records[i] = offsets.ControlRecord{Offset: rec.Offset, Key: rec.Key, Value: rec.Value}
-	}
-	return page, err
+// Bounds implements offsets.ControlLog.
+func (c controlLog) Bounds(ctx context.Context) (offsets.ControlBounds, error) {
+	b, err := c.reader.ControlBounds(ctx, c.topic)
+	return offsets.ControlBounds{Start: b.Start, End: b.End}, err
+}
+
+// Scan implements offsets.ControlLog: one chunk per fetch response.
+func (c controlLog) Scan(ctx context.Context, from, until int64, fn func([]offsets.ControlRecord) error) error {
+	var chunk []offsets.ControlRecord
+	return c.reader.ScanControl(ctx, c.topic, from, until, func(recs []sink.ReadRecord) error {
+		chunk = chunk[:0]
+		for _, rec := range recs {
+			chunk = append(chunk, offsets.ControlRecord{Offset: rec.Offset, Key: rec.Key, Value: rec.Value})
+		}
+		return fn(chunk)
+	})
 }
 
 // NewControl returns the control topic read through reader.
