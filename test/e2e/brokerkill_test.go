@@ -257,7 +257,7 @@ func waitStable(addr string, timeout time.Duration, topics ...string) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("a transaction stays open %s after the restart on:%s (errors %v, %v)", timeout, open, err1, err2)
+			return fmt.Errorf("a transaction stays open %s after the restart on:%s (errors %w, %w)", timeout, open, err1, err2)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

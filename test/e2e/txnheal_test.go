@@ -15,16 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Kafka's transaction states as __transaction_state records them.
-const (
-	txnEmpty          = 0
-	txnOngoing        = 1
-	txnPrepareCommit  = 2
-	txnPrepareAbort   = 3
-	txnCompleteCommit = 4
-	txnCompleteAbort  = 5
-)
-
 // coordRecord is one __transaction_state record.
 type coordRecord struct {
 	partition int32 // of __transaction_state: its leader epoch is the coordinator epoch
@@ -57,7 +47,7 @@ type hanging struct {
 	complete  coordRecord // and its Complete{Commit,Abort}
 }
 
-func (h hanging) committed() bool { return h.decision.v.State == txnPrepareCommit }
+func (h hanging) committed() bool { return h.decision.v.State == kmsg.TransactionStatePrepareCommit }
 
 func (h hanging) String() string {
 	res := "ABORT"
@@ -260,11 +250,15 @@ func findHanging(ctx context.Context, cl *kgo.Client, topics []string) ([]hangin
 			continue
 		}
 		switch recs[last].v.State {
-		case txnCompleteCommit, txnCompleteAbort, txnEmpty:
+		case kmsg.TransactionStateCompleteCommit, kmsg.TransactionStateCompleteAbort, kmsg.TransactionStateEmpty:
 			// Nothing in flight (Empty: a new producer of the id, such as a
 			// restarted bridge, has initialised since).
+		case kmsg.TransactionStateOngoing, kmsg.TransactionStatePrepareCommit, kmsg.TransactionStatePrepareAbort:
+			continue // the coordinator still runs it
+		case kmsg.TransactionStateDead, kmsg.TransactionStatePrepareEpochFence:
+			continue // Dead, fenced: not ours to judge
 		default:
-			continue // the coordinator still runs it (Ongoing, Prepare*), or Dead, fenced: not ours to judge
+			continue // a state newer than this test: not ours to judge
 		}
 		// The open transaction: the last Ongoing record of the producer id
 		// and epoch that lists the partition. The coordinator's decision:
@@ -272,7 +266,7 @@ func findHanging(ctx context.Context, cl *kgo.Client, topics []string) ([]hangin
 		// followed by the matching Complete record.
 		ongoing := -1
 		for i, r := range recs[:last] {
-			if r.id == id && r.v.ProducerID == p.ProducerID && r.v.ProducerEpoch == p.ProducerEpoch && r.v.State == txnOngoing &&
+			if r.id == id && r.v.ProducerID == p.ProducerID && r.v.ProducerEpoch == p.ProducerEpoch && r.v.State == kmsg.TransactionStateOngoing &&
 				r.has(p.Topic, p.Partition) {
 				ongoing = i
 			}
@@ -286,7 +280,7 @@ func findHanging(ctx context.Context, cl *kgo.Client, topics []string) ([]hangin
 				continue
 			}
 			if h == nil {
-				if (r.v.State == txnPrepareCommit || r.v.State == txnPrepareAbort) && r.has(p.Topic, p.Partition) {
+				if (r.v.State == kmsg.TransactionStatePrepareCommit || r.v.State == kmsg.TransactionStatePrepareAbort) && r.has(p.Topic, p.Partition) {
 					h = &hanging{topic: p.Topic, partition: p.Partition, pid: p.ProducerID, epoch: p.ProducerEpoch,
 						startOff: p.CurrentTxnStartOffset, decision: r}
 				}

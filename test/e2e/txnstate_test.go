@@ -134,5 +134,8 @@ func keepBroker(addr, dir string, failed bool) {
 	if failed {
 		args = append(args, filepath.Join(src, "data"))
 	}
-	_ = exec.Command("cp", append(args, dir)...).Run()
+	// It runs from t.Cleanup, after t.Context() is done: its own bound.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_ = exec.CommandContext(ctx, "cp", append(args, dir)...).Run()
 }
