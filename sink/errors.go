@@ -52,6 +52,15 @@ var (
 	// read gave up because a transaction open on a partition held its last
 	// stable offset back until the read's deadline.
 	ErrHangingTransaction = errors.New("a transaction holds the partition's last stable offset back")
+
+	// ErrOrphanedTransaction is wrapped, besides ErrHangingTransaction, by
+	// every *HangingTransactionError of HangingCheck.Check: at a stream's
+	// start, a transaction of the stream's own producers is open on a
+	// partition although its coordinator has completed it. It never ends
+	// by itself, and producing would let the producer's next marker decide
+	// its records' fate, so the stream must not start until an operator
+	// has ended it (a permanent error).
+	ErrOrphanedTransaction = errors.New("a transaction its coordinator has completed is still open on a partition")
 )
 
 // HangingVerdict says whether the transaction that holds a partition's last
@@ -76,10 +85,19 @@ const (
 // HangingTransactionError names the transaction that held a partition's
 // last stable offset back until a read gave up, says whether it will end by
 // itself, and how an operator ends it. It wraps ErrHangingTransaction and
-// the context error that ended the wait.
+// the context error that ended the wait. HangingCheck.Check returns it too
+// (AtStart), for an orphaned transaction of the stream's own producers
+// found when the stream starts; then it wraps ErrOrphanedTransaction
+// instead of a context error.
 type HangingTransactionError struct {
 	Topic     string
 	Partition int32
+	// AtStart is set by HangingCheck.Check: no read waited (Target,
+	// LastStable and Err are unset), and CoordinatorState is the
+	// coordinator's decision for the transaction (CompleteCommit or
+	// CompleteAbort) when the state it recorded before the stream's
+	// producer initialised tells it, else its state now.
+	AtStart bool
 	// Target is the offset the read waited to become stable; LastStable is
 	// the partition's last stable offset when it gave up.
 	Target, LastStable int64
@@ -116,8 +134,14 @@ type HangingTransactionError struct {
 // by itself, and what to do.
 func (e *HangingTransactionError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "waiting for %s/%d to become stable up to offset %d: its last stable offset stayed at %d",
-		e.Topic, e.Partition, e.Target, e.LastStable)
+	if e.AtStart {
+		fmt.Fprintf(&b, "at the stream's start, %s/%d holds an open transaction of the stream's own producer that its coordinator has completed; "+
+			"the bridge refuses to produce, because that producer's next marker on the partition would decide the fate of those records instead of "+
+			"the coordinator's decision", e.Topic, e.Partition)
+	} else {
+		fmt.Fprintf(&b, "waiting for %s/%d to become stable up to offset %d: its last stable offset stayed at %d",
+			e.Topic, e.Partition, e.Target, e.LastStable)
+	}
 	if errors.Is(e.DescribeErr, errHangingEnded) {
 		fmt.Fprintf(&b, ": the transaction that held it back has ended since; retry: %v", e.Err)
 		return b.String()
@@ -131,7 +155,11 @@ func (e *HangingTransactionError) Error() string {
 			e.Bootstrap, e.Topic, e.Partition, e.Err)
 		return b.String()
 	}
-	fmt.Fprintf(&b, ", held back by the open transaction of producer id %d epoch %d", e.ProducerID, e.ProducerEpoch)
+	if e.AtStart {
+		fmt.Fprintf(&b, ": the open transaction of producer id %d epoch %d", e.ProducerID, e.ProducerEpoch)
+	} else {
+		fmt.Fprintf(&b, ", held back by the open transaction of producer id %d epoch %d", e.ProducerID, e.ProducerEpoch)
+	}
 	if e.TransactionalID != "" {
 		fmt.Fprintf(&b, " (transactional id %q)", e.TransactionalID)
 	}
@@ -181,6 +209,10 @@ func (e *HangingTransactionError) Error() string {
 			"(it lists open transactions older than 15 minutes that no coordinator will end); if it lists this one, end it with %s, then run `bridge verify`",
 			e.Bootstrap, e.Topic, e.Partition, abort)
 	}
+	if e.AtStart {
+		b.WriteString("; then start the stream again")
+		return b.String()
+	}
 	fmt.Fprintf(&b, ": %v", e.Err)
 	return b.String()
 }
@@ -193,8 +225,14 @@ const afterAbort = "Abort every partition the transaction left open (the data to
 	"checkpoint without them and the next `bridge run` publishes those blocks again. (A rewind reads back the rows it retracts, so it fails with records missing when a discarded row's " +
 	"control event survived; only a new stream id publishes those rows again.)"
 
-// Unwrap returns ErrHangingTransaction and the context error.
-func (e *HangingTransactionError) Unwrap() []error { return []error{ErrHangingTransaction, e.Err} }
+// Unwrap returns ErrHangingTransaction and the context error, or
+// ErrOrphanedTransaction when AtStart.
+func (e *HangingTransactionError) Unwrap() []error {
+	if e.AtStart {
+		return []error{ErrHangingTransaction, ErrOrphanedTransaction}
+	}
+	return []error{ErrHangingTransaction, e.Err}
+}
 
 // TopicError says which topic is misconfigured, what is wrong and how to
 // fix it. It wraps ErrTopicInvalid.

@@ -169,9 +169,10 @@ func (s TopicSpec) Validate() error {
 
 // Admin creates and validates topics and lists offsets.
 type Admin struct {
-	cl  *kgo.Client
-	adm *kadm.Client
-	log *slog.Logger
+	cl      *kgo.Client
+	adm     *kadm.Client
+	log     *slog.Logger
+	brokers []string // for the operator's commands in errors
 }
 
 // NewAdmin creates an admin client. ctx bounds the first connection.
@@ -192,7 +193,7 @@ func NewAdmin(ctx context.Context, cfg Config, deps Deps) (*Admin, error) {
 		cl.Close()
 		return nil, fmt.Errorf("connecting to kafka %v (check kafka.brokers, kafka.tls and kafka.sasl): %w", cfg.Brokers, err)
 	}
-	return &Admin{cl: cl, adm: kadm.NewClient(cl), log: deps.Logger}, nil
+	return &Admin{cl: cl, adm: kadm.NewClient(cl), log: deps.Logger, brokers: cfg.Brokers}, nil
 }
 
 // Close closes the client.

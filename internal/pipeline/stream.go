@@ -156,6 +156,9 @@ type Stream struct {
 	backfillLeft atomic.Uint64
 	// bfProds are the backfill workers' producers, created in setup.
 	bfProds []*sink.Producer
+	// hanging checks the topics the producers write for transactions the
+	// broker left open (set in connect; nil checks nothing).
+	hanging *sink.HangingCheck
 	// committedCursor holds the committed cursor (a reorg.Cursor never
 	// modified after it is stored) for the head poller's goroutine.
 	committedCursor atomic.Value
@@ -219,7 +222,8 @@ func Permanent(err error) bool {
 		errors.Is(err, offsets.ErrFingerprintChanged) || errors.Is(err, offsets.ErrInvalid) ||
 		errors.Is(err, offsets.ErrUnsupportedFormat) || errors.Is(err, source.ErrPermanent) ||
 		errors.Is(err, encode.ErrUnsupportedType) || errors.Is(err, encode.ErrNameCollision) ||
-		errors.Is(err, encode.ErrIncompatible) || errors.As(err, &verr) || errors.Is(err, config.ErrInvalid)
+		errors.Is(err, encode.ErrIncompatible) || errors.As(err, &verr) || errors.Is(err, config.ErrInvalid) ||
+		errors.Is(err, sink.ErrOrphanedTransaction)
 }
 
 // Run publishes the stream until ctx ends or a permanent error. Any other
@@ -275,6 +279,11 @@ func (r *Stream) connect(ctx context.Context) error {
 		return fmt.Errorf("preparing the control topic of stream %s: %w", r.cfg.ID, err)
 	}
 
+	// What the coordinator decided for the producers' last transactions,
+	// before their initialisation replaces it (HangingCheck).
+	if r.hanging, err = r.deps.Admin.PrepareHangingCheck(ctx, r.txnIDs()...); err != nil {
+		return fmt.Errorf("stream %s: %w", r.cfg.ID, err)
+	}
 	// The producer first: initialising the transactional id fences a
 	// previous instance and aborts its open transaction, so the control
 	// topic's last stable offset moves past it before we read.
@@ -288,6 +297,13 @@ func (r *Stream) connect(ctx context.Context) error {
 		if err := r.fenceBackfillWorkers(ctx); err != nil {
 			return err
 		}
+	}
+	// A transaction of these producers that the broker left open although
+	// its coordinator completed it (the README's known issue) would be
+	// decided by their next marker on the partition: refuse to produce.
+	// The data topic is checked when it is known (setupTopic).
+	if err := r.hanging.Check(ctx, r.deps.ControlTopic); err != nil {
+		return fmt.Errorf("stream %s: checking the control topic for transactions left open: %w", r.cfg.ID, err)
 	}
 	if r.reader, err = sink.NewReader(ctx, r.deps.Kafka, r.sinkDeps()); err != nil {
 		return fmt.Errorf("starting the reader of stream %s: %w", r.cfg.ID, err)
@@ -402,8 +418,26 @@ func (r *Stream) setupTopic(ctx context.Context, networks []string) error {
 	if err != nil {
 		return fmt.Errorf("preparing the data topic of stream %s: %w", r.cfg.ID, err)
 	}
+	if err := r.hanging.Check(ctx, topic); err != nil {
+		return fmt.Errorf("stream %s: checking data topic %s for transactions left open: %w", r.cfg.ID, topic, err)
+	}
 	r.topic, r.enc, r.encCfg = topic, enc, encCfg
 	return r.checkPartitions(states)
+}
+
+// txnIDs are the transactional ids of the stream's producers: its own and,
+// with a backfill, its workers'. None in at-least-once delivery.
+func (r *Stream) txnIDs() []string {
+	if r.deps.Kafka.Delivery != sink.DeliveryExactlyOnce {
+		return nil
+	}
+	ids := []string{sink.TransactionalID(r.deps.Kafka.TransactionalIDPrefix, r.cfg.ID)}
+	if r.cfg.Backfill.Enabled {
+		for k := range r.cfg.Backfill.Workers {
+			ids = append(ids, sink.TransactionalID(r.deps.Kafka.TransactionalIDPrefix, r.backfillWorkerID(k)))
+		}
+	}
+	return ids
 }
 
 // checkPartitions checks, in batch-key mode, that every retained batch's
