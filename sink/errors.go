@@ -53,6 +53,12 @@ var (
 	// stable offset back until the read's deadline.
 	ErrHangingTransaction = errors.New("a transaction holds the partition's last stable offset back")
 
+	// ErrDataTopicLost is wrapped by every *DataTopicLostError: a data
+	// topic that a stream has committed records to was deleted, recreated
+	// or truncated under it, so the records its checkpoint points at are
+	// gone. Retrying cannot bring them back.
+	ErrDataTopicLost = errors.New("data topic lost")
+
 	// ErrOrphanedTransaction is wrapped, besides ErrHangingTransaction, by
 	// every *HangingTransactionError of HangingCheck.Check: at a stream's
 	// start, a transaction of the stream's own producers is open on a
@@ -276,3 +282,60 @@ func (e *MissingRecordsError) Error() string {
 
 // Unwrap returns ErrRecordsMissing.
 func (e *MissingRecordsError) Unwrap() error { return ErrRecordsMissing }
+
+// DataTopicLostError says how a data topic that a stream has committed
+// records to lost them: it is missing (deleted), has another topic id than
+// the one the stream recorded (recreated), a partition ends below the
+// offsets the stream committed, or a read-back found records missing. It
+// wraps ErrDataTopicLost and Cause.
+type DataTopicLostError struct {
+	Topic string
+	// Missing is set when the topic does not exist.
+	Missing bool
+	// RecordedID is the topic id the stream recorded ("" if none); ID is
+	// the topic's id now ("" if missing or unknown).
+	RecordedID, ID string
+	// Partition, End and Committed describe a partition whose end offset
+	// (high watermark) End is below Committed, the offset after the last
+	// record the stream committed to it; Committed is 0 when no partition
+	// fell short.
+	Partition      int32
+	End, Committed int64
+	// Cause is the error that revealed the loss (a *MissingRecordsError of
+	// a read-back), or nil.
+	Cause error
+}
+
+// Error names the topic, what shows the loss and what to do.
+func (e *DataTopicLostError) Error() string {
+	var b strings.Builder
+	var why []string
+	switch {
+	case e.Missing:
+		why = append(why, "it does not exist")
+	case e.RecordedID != "" && e.ID != "" && e.ID != e.RecordedID:
+		why = append(why, fmt.Sprintf("id %s, now %s", e.RecordedID, e.ID))
+	}
+	if e.Committed > 0 {
+		why = append(why, fmt.Sprintf("partition %d: end offset %d below committed offset %d", e.Partition, e.End, e.Committed))
+	}
+	if len(why) > 0 {
+		fmt.Fprintf(&b, "data topic %s was deleted or recreated (%s)", e.Topic, strings.Join(why, "; "))
+	} else {
+		fmt.Fprintf(&b, "data topic %s no longer holds records the stream committed", e.Topic)
+	}
+	if e.Cause != nil {
+		fmt.Fprintf(&b, " (%v)", e.Cause)
+	}
+	b.WriteString(": the records its checkpoint points at are gone, so reorgs cannot be retracted and the topic no longer matches what the " +
+		"stream published; restore the topic, or start the stream over under a new stream id")
+	return b.String()
+}
+
+// Unwrap returns ErrDataTopicLost and Cause.
+func (e *DataTopicLostError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{ErrDataTopicLost}
+	}
+	return []error{ErrDataTopicLost, e.Cause}
+}
