@@ -146,6 +146,11 @@ type Stream struct {
 	// batch log that retractions read spans from.
 	committed offsets.Checkpoint
 	resume    reorg.Cursor
+	// topicID is the data topic's id at start ("": no ids); topicEnd is,
+	// per partition, the offset after the last record known committed to
+	// it (topiclost.go).
+	topicID  string
+	topicEnd map[int32]int64
 	// lastFull is the control offset of this run's newest watermark event
 	// that carries the checkpoint (-1 before the first), and sinceFull the
 	// commits since: the others carry only the state (fullEvery).
@@ -223,7 +228,7 @@ func Permanent(err error) bool {
 		errors.Is(err, offsets.ErrUnsupportedFormat) || errors.Is(err, source.ErrPermanent) ||
 		errors.Is(err, encode.ErrUnsupportedType) || errors.Is(err, encode.ErrNameCollision) ||
 		errors.Is(err, encode.ErrIncompatible) || errors.As(err, &verr) || errors.Is(err, config.ErrInvalid) ||
-		errors.Is(err, sink.ErrOrphanedTransaction)
+		errors.Is(err, sink.ErrOrphanedTransaction) || errors.Is(err, sink.ErrDataTopicLost)
 }
 
 // Run publishes the stream until ctx ends or a permanent error. Any other
@@ -273,7 +278,7 @@ func (r *Stream) connect(ctx context.Context) error {
 	}
 	r.schema = schema
 	r.fingerprint = fingerprintOf(r.cfg.SQL, schema)
-	r.topic, r.enc = "", nil
+	r.topic, r.enc, r.topicID, r.topicEnd = "", nil, "", nil
 	if _, err := r.deps.Admin.EnsureTopics(ctx, sink.TopicSpec{Name: r.deps.ControlTopic, Kind: sink.TopicControl,
 		Partitions: 1, ReplicationFactor: int16(r.deps.ReplicationFactor)}); err != nil {
 		return fmt.Errorf("preparing the control topic of stream %s: %w", r.cfg.ID, err)
@@ -412,12 +417,13 @@ func (r *Stream) setupTopic(ctx context.Context, networks []string) error {
 	if r.cfg.Key == config.KeyRow {
 		keyMode = sink.KeyRow
 	}
-	states, err := r.deps.Admin.EnsureTopics(ctx,
-		sink.TopicSpec{Name: topic, Kind: sink.TopicData, KeyMode: keyMode, Partitions: int32(r.cfg.Partitions),
-			ReplicationFactor: int16(r.deps.ReplicationFactor), CleanupPolicy: sink.CleanupDelete})
+	spec := r.dataTopicSpec(sink.TopicSpec{Name: topic, Kind: sink.TopicData, KeyMode: keyMode, Partitions: int32(r.cfg.Partitions),
+		ReplicationFactor: int16(r.deps.ReplicationFactor), CleanupPolicy: sink.CleanupDelete})
+	states, err := r.deps.Admin.EnsureTopics(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("preparing the data topic of stream %s: %w", r.cfg.ID, err)
 	}
+	r.useDataTopic(states[0], spec)
 	if err := r.hanging.Check(ctx, topic); err != nil {
 		return fmt.Errorf("stream %s: checking data topic %s for transactions left open: %w", r.cfg.ID, topic, err)
 	}
@@ -782,6 +788,9 @@ func (r *Stream) retract(ctx context.Context, b offsets.Batch) (int, error) {
 		spans[i] = sink.Span{Topic: s.Topic, Partition: s.Partition, First: s.First, Last: s.Last}
 	}
 	read, err := r.reader.ReadSpans(ctx, spans)
+	if errors.Is(err, sink.ErrRecordsMissing) {
+		return 0, r.lostRecords(ctx, fmt.Errorf("reading back batch %s to retract it: %w", b.ID, err))
+	}
 	if err != nil {
 		return 0, fmt.Errorf("stream %s: reading back batch %s to retract it: %w", r.cfg.ID, b.ID, err)
 	}
@@ -835,7 +844,19 @@ func (r *Stream) commit(ctx context.Context) error {
 	// The checkpoint rides in the first watermark of a run and then in
 	// every FullEvery-th; the others carry the state it is rebuilt from.
 	full := r.lastFull < 0 || r.sinceFull+1 >= r.deps.FullEvery
+	var ends map[int32]int64
 	res, err := r.commitWith(ctx, r.prod, r.txn.undo, func(flushed sink.Committed) (offsets.Watermark, *offsets.Checkpoint, error) {
+		// The data topic is still the one the checkpoint points into: an
+		// error aborts the transaction.
+		var err error
+		if ends, err = r.checkSpans(flushed); err != nil {
+			return offsets.Watermark{}, nil, err
+		}
+		if full {
+			if err := r.checkTopicID(ctx); err != nil {
+				return offsets.Watermark{}, nil, err
+			}
+		}
 		cp := r.nextCheckpoint(snap, r.nextBatchLog(snap, flushed))
 		state := &offsets.StreamState{Next: snap.Next, Incomplete: snap.Incomplete, BaseOffset: r.lastFull,
 			Retained: make([]uint64, len(snap.Watermarks))}
@@ -860,6 +881,7 @@ func (r *Stream) commit(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.noteSpans(ends)
 	r.deps.Metrics.batchesCommitted.WithLabelValues(r.cfg.ID).Add(float64(len(pending)))
 	if full {
 		r.lastFull, r.sinceFull = res.ControlOffset, 0
@@ -890,7 +912,8 @@ func (r *Stream) commit(ctx context.Context) error {
 // nextCheckpoint is the checkpoint that follows the committed one.
 func (r *Stream) nextCheckpoint(snap reorg.Snapshot, batches []offsets.Batch) offsets.Checkpoint {
 	return offsets.Checkpoint{Stream: r.cfg.ID, Version: r.committed.Version + 1, Fingerprint: r.fingerprint,
-		CommittedAt: r.deps.Now().UTC(), ControlOffset: r.committed.ControlOffset, Snapshot: snap, Batches: batches}
+		CommittedAt: r.deps.Now().UTC(), ControlOffset: r.committed.ControlOffset, Snapshot: snap, Batches: batches,
+		TopicIDs: r.topicIDs()}
 }
 
 // groupSpans returns the offset spans of a group of a transaction.
