@@ -169,12 +169,18 @@ func (e *HangingTransactionError) Error() string {
 	if e.TransactionalID != "" {
 		fmt.Fprintf(&b, " (transactional id %q)", e.TransactionalID)
 	}
-	fmt.Fprintf(&b, " that starts at offset %d (the producer's last write to the partition: %s",
-		e.StartOffset, e.LastWrite.UTC().Format(time.RFC3339))
-	if e.OtherOpen > 0 {
-		fmt.Fprintf(&b, "; %d more open transaction(s) on the partition", e.OtherOpen)
+	fmt.Fprintf(&b, " that starts at offset %d", e.StartOffset)
+	var notes []string
+	if !e.LastWrite.IsZero() {
+		notes = append(notes, "the producer's last write to the partition: "+e.LastWrite.UTC().Format(time.RFC3339))
 	}
-	b.WriteString("). ")
+	if e.OtherOpen > 0 {
+		notes = append(notes, fmt.Sprintf("%d more open transaction(s) on the partition", e.OtherOpen))
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(notes, "; "))
+	}
+	b.WriteString(". ")
 	abort := fmt.Sprintf("`kafka-transactions.sh --bootstrap-server %s abort --topic %s --partition %d --start-offset %d` "+
 		"(with --command-config <admin client properties> for TLS or SASL)", e.Bootstrap, e.Topic, e.Partition, e.StartOffset)
 	switch e.Verdict {
