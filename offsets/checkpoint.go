@@ -91,6 +91,14 @@ type Checkpoint struct {
 	Snapshot reorg.Snapshot `json:"snapshot"`
 	// Batches is the retained batch log, oldest first.
 	Batches []Batch `json:"batches"`
+	// TopicIDs maps the stream's data topic to its Kafka topic id (as
+	// kafka-topics.sh prints it) when the checkpoint was committed, so that
+	// a topic deleted and recreated under the stream is told from the one
+	// its spans point into. Optional: checkpoints written before it, or by
+	// a broker without topic ids, have none (omitted when empty, so their
+	// encoding is unchanged; a bridge older than the field refuses a
+	// checkpoint that has it, as it refuses any unknown field).
+	TopicIDs map[string]string `json:"topic_ids,omitempty"`
 }
 
 // Cursor returns the resume cursor: the ranges of the newest retained
@@ -155,7 +163,7 @@ func ControlStateOf(b []byte, offset int64) (*ControlState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decoding the checkpoint in the control event at offset %d: %w", offset, err)
 	}
-	return &ControlState{Offset: offset, Fingerprint: cp.Fingerprint, Snapshot: cp.Snapshot, Batches: cp.Batches}, nil
+	return &ControlState{Offset: offset, Fingerprint: cp.Fingerprint, Snapshot: cp.Snapshot, Batches: cp.Batches, TopicIDs: cp.TopicIDs}, nil
 }
 
 // Validate checks the checkpoint's internal consistency and returns a
@@ -230,6 +238,11 @@ func (c Checkpoint) Validate() error {
 			case s.First < 0 || s.Last < s.First:
 				add("%s span %d on %s/%d has offsets %d..%d; want 0 <= first <= last", name(), j, s.Topic, s.Partition, s.First, s.Last)
 			}
+		}
+	}
+	for topic, id := range c.TopicIDs {
+		if topic == "" || id == "" {
+			add("topic_ids maps %q to %q; want a topic name and its id", topic, id)
 		}
 	}
 	if len(p) == 0 {

@@ -238,8 +238,13 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 	nilSpans.Batches[0].Spans = nil
 	handover := testCheckpoint("h", 1, 0)
 	handover.Snapshot = reorg.NewHandover(map[string]uint64{"mainnet": 24_000_000, "base": 7})
+	topicIDs := testCheckpoint("t", 1, 2)
+	topicIDs.TopicIDs = map[string]string{"amp.txs": "9F3bYxq1T3-kX2gXoW7ycA", "a<b": "x"}
+	nilSlicesIDs := nilSlices
+	nilSlicesIDs.TopicIDs = map[string]string{"amp.txs": "id"}
 	for name, cp := range map[string]Checkpoint{"golden": goldenCheckpoint(), "escapes": odd, "nil slices": nilSlices,
-		"nil spans": nilSpans, "128 batches": testCheckpoint("big", 9, 128), "hand-over": handover} {
+		"nil spans": nilSpans, "128 batches": testCheckpoint("big", 9, 128), "hand-over": handover,
+		"topic ids": topicIDs, "nil slices, topic ids": nilSlicesIDs} {
 		t.Run(name, func(t *testing.T) {
 			got, err := Marshal(cp)
 			require.NoError(t, err)
@@ -263,6 +268,13 @@ func TestControlStateOf(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, &ControlState{Offset: 77, Fingerprint: cp.Fingerprint, Snapshot: cp.Snapshot, Batches: cp.Batches}, st)
 
+	cp.TopicIDs = map[string]string{"amp.txs": "9F3bYxq1T3-kX2gXoW7ycA"}
+	b, err = Marshal(cp)
+	require.NoError(t, err)
+	st, err = ControlStateOf(b, 77)
+	require.NoError(t, err)
+	assert.Equal(t, cp.TopicIDs, st.TopicIDs, "the topic ids travel with the copy in the control event")
+
 	_, err = ControlStateOf([]byte(`{"format":1}`), 78)
 	require.ErrorIs(t, err, ErrInvalid)
 	assert.ErrorContains(t, err, "control event at offset 78")
@@ -281,7 +293,7 @@ func TestEncodedTypesUnchanged(t *testing.T) {
 		}
 		return out
 	}
-	assert.Equal(t, []string{"Stream", "Version", "Fingerprint", "CommittedAt", "ControlOffset", "Snapshot", "Batches"}, fields(Checkpoint{}))
+	assert.Equal(t, []string{"Stream", "Version", "Fingerprint", "CommittedAt", "ControlOffset", "Snapshot", "Batches", "TopicIDs"}, fields(Checkpoint{}))
 	assert.Equal(t, []string{"Seq", "ID", "Ranges", "Spans"}, fields(Batch{}))
 	assert.Equal(t, []string{"Topic", "Partition", "First", "Last"}, fields(Span{}))
 	assert.Equal(t, []string{"Next", "Watermarks", "Incomplete", "Handover"}, fields(reorg.Snapshot{}), "reorg.Snapshot changed: update appendCheckpoint")

@@ -2,6 +2,8 @@ package offsets
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -58,7 +60,8 @@ func appendCheckpoint(b []byte, cp Checkpoint) []byte {
 	}
 	b = append(b, `},"batches":`...)
 	if cp.Batches == nil {
-		return append(b, "null}"...)
+		b = append(b, "null"...)
+		return appendTopicIDs(b, cp.TopicIDs)
 	}
 	b = append(b, '[')
 	for i, bt := range cp.Batches {
@@ -94,7 +97,26 @@ func appendCheckpoint(b []byte, cp Checkpoint) []byte {
 		}
 		b = append(b, '}')
 	}
-	return append(b, "]}"...)
+	b = append(b, ']')
+	return appendTopicIDs(b, cp.TopicIDs)
+}
+
+// appendTopicIDs appends the optional "topic_ids" field (keys sorted, as
+// encoding/json writes a map) and closes the checkpoint's object.
+func appendTopicIDs(b []byte, ids map[string]string) []byte {
+	if len(ids) == 0 {
+		return append(b, '}')
+	}
+	b = append(b, `,"topic_ids":{`...)
+	for i, k := range slices.Sorted(maps.Keys(ids)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = appendString(b, ids[k])
+	}
+	return append(b, "}}"...)
 }
 
 // appendRanges appends ranges as reorg.BlockRange.MarshalJSON writes them.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -25,6 +26,9 @@ type ControlState struct {
 	Snapshot reorg.Snapshot
 	// Batches is the retained batch log after the event, with offset spans.
 	Batches []Batch
+	// TopicIDs are the data topics' ids the event's checkpoint recorded
+	// (Checkpoint.TopicIDs; nil when none).
+	TopicIDs map[string]string
 }
 
 // ControlReader reads the newest state of a stream from the control topic;
@@ -229,6 +233,7 @@ func fromKafka(in ReconcileInput, k *ControlState, version uint64) (Checkpoint, 
 		ControlOffset: k.Offset,
 		Snapshot:      k.Snapshot,
 		Batches:       slices.Clone(k.Batches),
+		TopicIDs:      maps.Clone(k.TopicIDs),
 	}
 	cp.Snapshot.Watermarks = slices.Clone(k.Snapshot.Watermarks)
 	if cp.Snapshot.Watermarks == nil {

@@ -33,8 +33,8 @@ var ErrRollForward = errors.New("the control events do not rebuild a checkpoint"
 // RollForward returns the state after base and the deltas, in offset
 // order: the retained watermarks and batches are those of the last delta's
 // Retained list, found in base or in the deltas' batches; Next and
-// Incomplete are the last delta's; the hand-over cursor and the fingerprint
-// are base's. With no delta it returns base.
+// Incomplete are the last delta's; the hand-over cursor, the fingerprint
+// and the topic ids are base's. With no delta it returns base.
 func RollForward(base ControlState, deltas []Delta) (ControlState, error) {
 	if len(deltas) == 0 {
 		return base, nil
@@ -75,7 +75,7 @@ func RollForward(base ControlState, deltas []Delta) (ControlState, error) {
 		pool = keep
 	}
 	last := deltas[len(deltas)-1]
-	out := ControlState{Offset: last.Offset, Fingerprint: base.Fingerprint,
+	out := ControlState{Offset: last.Offset, Fingerprint: base.Fingerprint, TopicIDs: base.TopicIDs,
 		Snapshot: reorg.Snapshot{Next: last.Next, Incomplete: last.Incomplete, Handover: base.Snapshot.Handover,
 			Watermarks: make([]reorg.Watermark, 0, len(last.Retained))},
 		Batches: []Batch{}}

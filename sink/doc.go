@@ -95,9 +95,17 @@
 //     stable offset trails a commit briefly; ReadSpans waits for it. Any
 //     producer's open transaction holds the last stable offset back, at
 //     worst for its transaction.timeout.ms: keep TransactionTimeout small.
+//   - Before creating the producers, PrepareHangingCheck; after, Check the
+//     topics they write: a transaction the broker left open on them
+//     although its coordinator completed it (a Kafka bug) would otherwise be
+//     decided by the producer's next marker (ErrOrphanedTransaction).
 //   - The data topic's retention must exceed the reorg retention window (in
 //     time, at the chain's block rate), or the original rows of a deep
-//     reorg cannot be read back and the stream stops with ErrRecordsMissing.
+//     reorg cannot be read back and the stream stops with ErrRecordsMissing
+//     (which the run loop reports as ErrDataTopicLost).
+//   - Never let EnsureTopics create a data topic a stream has committed to
+//     (TopicSpec.MustExist, ExpectedID, CommittedEnd): a recreated topic
+//     silently loses the records the checkpoint points at.
 //   - Produce groups one after the other: a group's span covers everything
 //     between its first and last offset on a partition. If several streams
 //     share a data topic, spans include the other streams' records; filter

@@ -56,6 +56,21 @@ var (
 	// read gave up because a transaction open on a partition held its last
 	// stable offset back until the read's deadline.
 	ErrHangingTransaction = errors.New("a transaction holds the partition's last stable offset back")
+
+	// ErrDataTopicLost is wrapped by every *DataTopicLostError: a data
+	// topic that a stream has committed records to was deleted, recreated
+	// or truncated under it, so the records its checkpoint points at are
+	// gone. Retrying cannot bring them back.
+	ErrDataTopicLost = errors.New("data topic lost")
+
+	// ErrOrphanedTransaction is wrapped, besides ErrHangingTransaction, by
+	// every *HangingTransactionError of HangingCheck.Check: at a stream's
+	// start, a transaction of the stream's own producers is open on a
+	// partition although its coordinator has completed it. It never ends
+	// by itself, and producing would let the producer's next marker decide
+	// its records' fate, so the stream must not start until an operator
+	// has ended it (a permanent error).
+	ErrOrphanedTransaction = errors.New("a transaction its coordinator has completed is still open on a partition")
 )
 
 // HangingVerdict says whether the transaction that holds a partition's last
@@ -80,10 +95,19 @@ const (
 // HangingTransactionError names the transaction that held a partition's
 // last stable offset back until a read gave up, says whether it will end by
 // itself, and how an operator ends it. It wraps ErrHangingTransaction and
-// the context error that ended the wait.
+// the context error that ended the wait. HangingCheck.Check returns it too
+// (AtStart), for an orphaned transaction of the stream's own producers
+// found when the stream starts; then it wraps ErrOrphanedTransaction
+// instead of a context error.
 type HangingTransactionError struct {
 	Topic     string
 	Partition int32
+	// AtStart is set by HangingCheck.Check: no read waited (Target,
+	// LastStable and Err are unset), and CoordinatorState is the
+	// coordinator's decision for the transaction (CompleteCommit or
+	// CompleteAbort) when the state it recorded before the stream's
+	// producer initialised tells it, else its state now.
+	AtStart bool
 	// Target is the offset the read waited to become stable; LastStable is
 	// the partition's last stable offset when it gave up.
 	Target, LastStable int64
@@ -120,8 +144,14 @@ type HangingTransactionError struct {
 // by itself, and what to do.
 func (e *HangingTransactionError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "waiting for %s/%d to become stable up to offset %d: its last stable offset stayed at %d",
-		e.Topic, e.Partition, e.Target, e.LastStable)
+	if e.AtStart {
+		fmt.Fprintf(&b, "at the stream's start, %s/%d holds an open transaction of the stream's own producer that its coordinator has completed; "+
+			"the bridge refuses to produce, because that producer's next marker on the partition would decide the fate of those records instead of "+
+			"the coordinator's decision", e.Topic, e.Partition)
+	} else {
+		fmt.Fprintf(&b, "waiting for %s/%d to become stable up to offset %d: its last stable offset stayed at %d",
+			e.Topic, e.Partition, e.Target, e.LastStable)
+	}
 	if errors.Is(e.DescribeErr, errHangingEnded) {
 		fmt.Fprintf(&b, ": the transaction that held it back has ended since; retry: %v", e.Err)
 		return b.String()
@@ -135,16 +165,26 @@ func (e *HangingTransactionError) Error() string {
 			e.Bootstrap, e.Topic, e.Partition, e.Err)
 		return b.String()
 	}
-	fmt.Fprintf(&b, ", held back by the open transaction of producer id %d epoch %d", e.ProducerID, e.ProducerEpoch)
+	if e.AtStart {
+		fmt.Fprintf(&b, ": the open transaction of producer id %d epoch %d", e.ProducerID, e.ProducerEpoch)
+	} else {
+		fmt.Fprintf(&b, ", held back by the open transaction of producer id %d epoch %d", e.ProducerID, e.ProducerEpoch)
+	}
 	if e.TransactionalID != "" {
 		fmt.Fprintf(&b, " (transactional id %q)", e.TransactionalID)
 	}
-	fmt.Fprintf(&b, " that starts at offset %d (the producer's last write to the partition: %s",
-		e.StartOffset, e.LastWrite.UTC().Format(time.RFC3339))
-	if e.OtherOpen > 0 {
-		fmt.Fprintf(&b, "; %d more open transaction(s) on the partition", e.OtherOpen)
+	fmt.Fprintf(&b, " that starts at offset %d", e.StartOffset)
+	var notes []string
+	if !e.LastWrite.IsZero() {
+		notes = append(notes, "the producer's last write to the partition: "+e.LastWrite.UTC().Format(time.RFC3339))
 	}
-	b.WriteString("). ")
+	if e.OtherOpen > 0 {
+		notes = append(notes, fmt.Sprintf("%d more open transaction(s) on the partition", e.OtherOpen))
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(notes, "; "))
+	}
+	b.WriteString(". ")
 	abort := fmt.Sprintf("`kafka-transactions.sh --bootstrap-server %s abort --topic %s --partition %d --start-offset %d` "+
 		"(with --command-config <admin client properties> for TLS or SASL)", e.Bootstrap, e.Topic, e.Partition, e.StartOffset)
 	switch e.Verdict {
@@ -185,6 +225,10 @@ func (e *HangingTransactionError) Error() string {
 			"(it lists open transactions older than 15 minutes that no coordinator will end); if it lists this one, end it with %s, then run `bridge verify`",
 			e.Bootstrap, e.Topic, e.Partition, abort)
 	}
+	if e.AtStart {
+		b.WriteString("; then start the stream again")
+		return b.String()
+	}
 	fmt.Fprintf(&b, ": %v", e.Err)
 	return b.String()
 }
@@ -197,8 +241,14 @@ const afterAbort = "Abort every partition the transaction left open (the data to
 	"checkpoint without them and the next `bridge run` publishes those blocks again. (A rewind reads back the rows it retracts, so it fails with records missing when a discarded row's " +
 	"control event survived; only a new stream id publishes those rows again.)"
 
-// Unwrap returns ErrHangingTransaction and the context error.
-func (e *HangingTransactionError) Unwrap() []error { return []error{ErrHangingTransaction, e.Err} }
+// Unwrap returns ErrHangingTransaction and the context error, or
+// ErrOrphanedTransaction when AtStart.
+func (e *HangingTransactionError) Unwrap() []error {
+	if e.AtStart {
+		return []error{ErrHangingTransaction, ErrOrphanedTransaction}
+	}
+	return []error{ErrHangingTransaction, e.Err}
+}
 
 // TopicError says which topic is misconfigured, what is wrong and how to
 // fix it. It wraps ErrTopicInvalid.
@@ -242,3 +292,60 @@ func (e *MissingRecordsError) Error() string {
 
 // Unwrap returns ErrRecordsMissing.
 func (e *MissingRecordsError) Unwrap() error { return ErrRecordsMissing }
+
+// DataTopicLostError says how a data topic that a stream has committed
+// records to lost them: it is missing (deleted), has another topic id than
+// the one the stream recorded (recreated), a partition ends below the
+// offsets the stream committed, or a read-back found records missing. It
+// wraps ErrDataTopicLost and Cause.
+type DataTopicLostError struct {
+	Topic string
+	// Missing is set when the topic does not exist.
+	Missing bool
+	// RecordedID is the topic id the stream recorded ("" if none); ID is
+	// the topic's id now ("" if missing or unknown).
+	RecordedID, ID string
+	// Partition, End and Committed describe a partition whose end offset
+	// (high watermark) End is below Committed, the offset after the last
+	// record the stream committed to it; Committed is 0 when no partition
+	// fell short.
+	Partition      int32
+	End, Committed int64
+	// Cause is the error that revealed the loss (a *MissingRecordsError of
+	// a read-back), or nil.
+	Cause error
+}
+
+// Error names the topic, what shows the loss and what to do.
+func (e *DataTopicLostError) Error() string {
+	var b strings.Builder
+	var why []string
+	switch {
+	case e.Missing:
+		why = append(why, "it does not exist")
+	case e.RecordedID != "" && e.ID != "" && e.ID != e.RecordedID:
+		why = append(why, fmt.Sprintf("id %s, now %s", e.RecordedID, e.ID))
+	}
+	if e.Committed > 0 {
+		why = append(why, fmt.Sprintf("partition %d: end offset %d below committed offset %d", e.Partition, e.End, e.Committed))
+	}
+	if len(why) > 0 {
+		fmt.Fprintf(&b, "data topic %s was deleted or recreated (%s)", e.Topic, strings.Join(why, "; "))
+	} else {
+		fmt.Fprintf(&b, "data topic %s no longer holds records the stream committed", e.Topic)
+	}
+	if e.Cause != nil {
+		fmt.Fprintf(&b, " (%v)", e.Cause)
+	}
+	b.WriteString(": the records its checkpoint points at are gone, so reorgs cannot be retracted and the topic no longer matches what the " +
+		"stream published; restore the topic, or start the stream over under a new stream id")
+	return b.String()
+}
+
+// Unwrap returns ErrDataTopicLost and Cause.
+func (e *DataTopicLostError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{ErrDataTopicLost}
+	}
+	return []error{ErrDataTopicLost, e.Cause}
+}

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -72,6 +73,18 @@ type TopicSpec struct {
 	// started (0: none recorded, a new stream). A different count on an
 	// existing topic is an error.
 	ExpectedPartitions int32
+	// MustExist refuses to create the topic: a data topic that a stream
+	// has committed records to is never created again, since the records
+	// its checkpoint points at would be gone. A missing topic is a
+	// *DataTopicLostError.
+	MustExist bool
+	// ExpectedID is the topic id the stream recorded ("": none): another id
+	// is a *DataTopicLostError (the topic was recreated).
+	ExpectedID string
+	// CommittedEnd is, per partition, the offset after the last record the
+	// stream committed to it (nil: none): a partition whose end offset
+	// (high watermark) is below it is a *DataTopicLostError.
+	CommittedEnd map[int32]int64
 }
 
 // TopicState is what EnsureTopics found or created.
@@ -79,6 +92,9 @@ type TopicState struct {
 	Name       string
 	Partitions int32
 	Created    bool
+	// ID is the topic's id as kafka-topics.sh prints it ("" if the broker
+	// has no topic ids).
+	ID string
 	// CleanupPolicy and RetentionMs are the effective values.
 	CleanupPolicy string
 	RetentionMs   int64
@@ -175,7 +191,7 @@ type Admin struct {
 	cl      *kgo.Client
 	adm     *kadm.Client
 	log     *slog.Logger
-	brokers []string
+	brokers []string // for the operator's commands in errors
 }
 
 // NewAdmin creates an admin client. ctx bounds the first connection.
@@ -236,9 +252,28 @@ func (a *Admin) EnsureTopics(ctx context.Context, specs ...TopicSpec) ([]TopicSt
 	for i, s := range specs {
 		n := s.normalized()
 		states[i].Name = s.Name
+		if s.MustExist {
+			// Uncached: kgo may answer a metadata request of the topic from
+			// before its deletion.
+			m, err := freshMetadata(ctx, a.cl, s.Name)
+			if errors.Is(err, kerr.UnknownTopicOrPartition) {
+				return nil, &DataTopicLostError{Topic: s.Name, Missing: true, RecordedID: s.ExpectedID}
+			}
+			if err != nil {
+				return nil, err
+			}
+			states[i].Partitions, states[i].ID = int32(len(m.leaders)), topicIDString(m.id)
+			if err := a.checkLost(ctx, n, states[i]); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		td, ok := md.Topics[s.Name]
 		if ok && td.Err == nil {
-			states[i].Partitions = int32(len(td.Partitions))
+			states[i].Partitions, states[i].ID = int32(len(td.Partitions)), topicIDString(td.ID)
+			if err := a.checkLost(ctx, n, states[i]); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		if ok && td.Err != nil && !errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
@@ -249,9 +284,11 @@ func (a *Admin) EnsureTopics(ctx context.Context, specs ...TopicSpec) ([]TopicSt
 			return nil, err
 		}
 		states[i].Created = created
-		if states[i].Partitions, err = a.waitLeaders(ctx, s.Name); err != nil {
+		m, err := a.waitLeaders(ctx, s.Name)
+		if err != nil {
 			return nil, err
 		}
+		states[i].Partitions, states[i].ID = int32(len(m.leaders)), topicIDString(m.id)
 	}
 	rcs, err := a.adm.DescribeTopicConfigs(ctx, names...)
 	if err != nil {
@@ -335,17 +372,69 @@ func (a *Admin) create(ctx context.Context, s TopicSpec) (bool, error) {
 	}
 }
 
+// checkLost compares an existing topic with what its stream recorded
+// (ExpectedID, CommittedEnd) and returns a *DataTopicLostError when the
+// topic is not the one the stream committed to.
+func (a *Admin) checkLost(ctx context.Context, s TopicSpec, st TopicState) error {
+	if s.ExpectedID != "" && st.ID != "" && st.ID != s.ExpectedID {
+		return &DataTopicLostError{Topic: s.Name, RecordedID: s.ExpectedID, ID: st.ID}
+	}
+	if len(s.CommittedEnd) == 0 {
+		return nil
+	}
+	ends, err := listOffsets(ctx, a.adm.ListEndOffsets, s.Name)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return &DataTopicLostError{Topic: s.Name, Missing: true, RecordedID: s.ExpectedID}
+	}
+	if err != nil {
+		return fmt.Errorf("checking the end offsets of topic %q against the stream's committed offsets: %w", s.Name, err)
+	}
+	for _, p := range slices.Sorted(maps.Keys(s.CommittedEnd)) {
+		if end, ok := ends[p]; !ok || end < s.CommittedEnd[p] {
+			if !ok {
+				end = -1 // the partition is gone
+			}
+			return &DataTopicLostError{Topic: s.Name, RecordedID: s.ExpectedID, ID: st.ID, Partition: p, End: end, Committed: s.CommittedEnd[p]}
+		}
+	}
+	return nil
+}
+
+// TopicID returns the id of topic now, as kafka-topics.sh prints it, from
+// uncached metadata ("" if the broker has no topic ids). A missing topic is
+// a *DataTopicLostError (Missing); the caller compares the id with the one
+// it recorded.
+func (a *Admin) TopicID(ctx context.Context, topic string) (string, error) {
+	m, err := freshMetadata(ctx, a.cl, topic)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return "", &DataTopicLostError{Topic: topic, Missing: true}
+	}
+	if err != nil {
+		return "", err
+	}
+	return topicIDString(m.id), nil
+}
+
+// topicIDString formats a topic id as Kafka's tools print it (URL-safe
+// base64 without padding), "" for the zero id of a broker without ids.
+func topicIDString(id [16]byte) string {
+	if id == ([16]byte{}) {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString(id[:])
+}
+
 // waitLeaders waits until every partition of a new topic has a leader and
-// returns the partition count.
-func (a *Admin) waitLeaders(ctx context.Context, topic string) (int32, error) {
+// returns its metadata.
+func (a *Admin) waitLeaders(ctx context.Context, topic string) (topicMeta, error) {
 	for {
 		m, err := freshMetadata(ctx, a.cl, topic)
 		if err == nil && len(m.leaders) > 0 && !slices.Contains(slices.Collect(maps.Values(m.leaders)), -1) {
-			return int32(len(m.leaders)), nil
+			return m, nil
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("waiting for leaders of new topic %q: %w", topic, ctx.Err())
+			return topicMeta{}, fmt.Errorf("waiting for leaders of new topic %q: %w", topic, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -287,7 +287,7 @@ func (r *Stream) checkPartitionRecords(ctx context.Context, done []source.BlockS
 func (r *Stream) fenceBackfillWorkers(ctx context.Context) error {
 	deps := r.sinkDeps()
 	for k := range r.cfg.Backfill.Workers {
-		prod, err := sink.NewProducer(ctx, r.deps.Kafka, fmt.Sprintf("%s.backfill.%d", r.cfg.ID, k), deps)
+		prod, err := sink.NewProducer(ctx, r.deps.Kafka, r.backfillWorkerID(k), deps)
 		if err != nil {
 			return fmt.Errorf("stream %s: starting the producer of backfill worker %d: %w", r.cfg.ID, k, err)
 		}
@@ -295,6 +295,9 @@ func (r *Stream) fenceBackfillWorkers(ctx context.Context) error {
 	}
 	return nil
 }
+
+// backfillWorkerID is the producer id of backfill worker k.
+func (r *Stream) backfillWorkerID(k int) string { return fmt.Sprintf("%s.backfill.%d", r.cfg.ID, k) }
 
 // closeBackfillWorkers closes the backfill workers' producers.
 func (r *Stream) closeBackfillWorkers(ctx context.Context) {

@@ -180,6 +180,11 @@ type Stream struct {
 	// batch log that retractions read spans from.
 	committed offsets.Checkpoint
 	resume    reorg.Cursor
+	// topicID is the data topic's id at start ("": no ids); topicEnd is,
+	// per partition, the offset after the last record known committed to
+	// it (topiclost.go).
+	topicID  string
+	topicEnd map[int32]int64
 	// lastFull is the control offset of this run's newest watermark event
 	// that carries the checkpoint (-1 before the first), and sinceFull the
 	// commits since: the others carry only the state (fullEvery).
@@ -190,6 +195,9 @@ type Stream struct {
 	backfillLeft atomic.Uint64
 	// bfProds are the backfill workers' producers, created in setup.
 	bfProds []*sink.Producer
+	// hanging checks the topics the producers write for transactions the
+	// broker left open (set in connect; nil checks nothing).
+	hanging *sink.HangingCheck
 	// committedCursor holds the committed cursor (a reorg.Cursor never
 	// modified after it is stored) for the head poller's goroutine.
 	committedCursor atomic.Value
@@ -249,6 +257,7 @@ func Permanent(err error) bool {
 	var verr *encode.ValueError
 	for _, p := range []error{reorg.ErrUnrecoverable, reorg.ErrInvalidRanges,
 		sink.ErrFenced, sink.ErrTopicInvalid, sink.ErrRecordsMissing, sink.ErrRecordTooLarge,
+		sink.ErrOrphanedTransaction, sink.ErrDataTopicLost,
 		offsets.ErrFenced, offsets.ErrStoreAhead, offsets.ErrDiverged, offsets.ErrFingerprintChanged, offsets.ErrInvalid,
 		offsets.ErrUnsupportedFormat, offsets.ErrMalformedEvent, source.ErrPermanent,
 		encode.ErrUnsupportedType, encode.ErrNameCollision, encode.ErrIncompatible, encode.ErrKeyColumn, encode.ErrSchemaChanged,
@@ -314,12 +323,17 @@ func (r *Stream) connect(ctx context.Context) error {
 	}
 	r.schema = schema
 	r.fingerprint = fingerprintOf(r.cfg.SQL, schema)
-	r.topic, r.enc = "", nil
+	r.topic, r.enc, r.topicID, r.topicEnd = "", nil, "", nil
 	if _, err := r.deps.Admin.EnsureTopics(ctx, sink.TopicSpec{Name: r.deps.ControlTopic, Kind: sink.TopicControl,
 		Partitions: 1, ReplicationFactor: int16(r.deps.ReplicationFactor)}); err != nil {
 		return fmt.Errorf("preparing the control topic of stream %s: %w", r.cfg.ID, err)
 	}
 
+	// What the coordinator decided for the producers' last transactions,
+	// before their initialisation replaces it (HangingCheck).
+	if r.hanging, err = r.deps.Admin.PrepareHangingCheck(ctx, r.txnIDs()...); err != nil {
+		return fmt.Errorf("stream %s: %w", r.cfg.ID, err)
+	}
 	// The producer first: initialising the transactional id fences a
 	// previous instance and aborts its open transaction, so the control
 	// topic's last stable offset moves past it before we read.
@@ -333,6 +347,13 @@ func (r *Stream) connect(ctx context.Context) error {
 		if err := r.fenceBackfillWorkers(ctx); err != nil {
 			return err
 		}
+	}
+	// A transaction of these producers that the broker left open although
+	// its coordinator completed it (the README's known issue) would be
+	// decided by their next marker on the partition: refuse to produce.
+	// The data topic is checked when it is known (setupTopic).
+	if err := r.hanging.Check(ctx, r.deps.ControlTopic); err != nil {
+		return fmt.Errorf("stream %s: checking the control topic for transactions left open: %w", r.cfg.ID, err)
 	}
 	if r.reader, err = sink.NewReader(ctx, r.deps.Kafka, r.sinkDeps()); err != nil {
 		return fmt.Errorf("starting the reader of stream %s: %w", r.cfg.ID, err)
@@ -444,11 +465,15 @@ func (r *Stream) setupTopic(ctx context.Context, networks []string) error {
 	if r.cfg.Key == config.KeyRow {
 		keyMode = sink.KeyRow
 	}
-	states, err := r.deps.Admin.EnsureTopics(ctx,
-		sink.TopicSpec{Name: topic, Kind: sink.TopicData, KeyMode: keyMode, Partitions: int32(r.cfg.Partitions),
-			ReplicationFactor: int16(r.deps.ReplicationFactor), CleanupPolicy: sink.CleanupDelete})
+	spec := r.dataTopicSpec(sink.TopicSpec{Name: topic, Kind: sink.TopicData, KeyMode: keyMode, Partitions: int32(r.cfg.Partitions),
+		ReplicationFactor: int16(r.deps.ReplicationFactor), CleanupPolicy: sink.CleanupDelete})
+	states, err := r.deps.Admin.EnsureTopics(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("preparing the data topic of stream %s: %w", r.cfg.ID, err)
+	}
+	r.useDataTopic(states[0], spec)
+	if err := r.hanging.Check(ctx, topic); err != nil {
+		return fmt.Errorf("stream %s: checking data topic %s for transactions left open: %w", r.cfg.ID, topic, err)
 	}
 	r.topic, r.enc, r.encCfg = topic, enc, encCfg
 	r.limit = recordLimit{topic: topic, batchMax: int64(r.deps.Kafka.BatchMaxBytes)}
@@ -458,6 +483,21 @@ func (r *Stream) setupTopic(ctx context.Context, networks []string) error {
 		}
 	}
 	return r.checkPartitions(states)
+}
+
+// txnIDs are the transactional ids of the stream's producers: its own and,
+// with a backfill, its workers'. None in at-least-once delivery.
+func (r *Stream) txnIDs() []string {
+	if r.deps.Kafka.Delivery != sink.DeliveryExactlyOnce {
+		return nil
+	}
+	ids := []string{sink.TransactionalID(r.deps.Kafka.TransactionalIDPrefix, r.cfg.ID)}
+	if r.cfg.Backfill.Enabled {
+		for k := range r.cfg.Backfill.Workers {
+			ids = append(ids, sink.TransactionalID(r.deps.Kafka.TransactionalIDPrefix, r.backfillWorkerID(k)))
+		}
+	}
+	return ids
 }
 
 // checkPartitions checks, in batch-key mode, that every retained batch's
@@ -809,6 +849,9 @@ func (r *Stream) retract(ctx context.Context, b offsets.Batch) (int, error) {
 		spans[i] = sink.Span{Topic: s.Topic, Partition: s.Partition, First: s.First, Last: s.Last}
 	}
 	read, err := r.reader.ReadSpans(ctx, spans)
+	if errors.Is(err, sink.ErrRecordsMissing) {
+		return 0, r.lostRecords(ctx, fmt.Errorf("reading back batch %s to retract it: %w", b.ID, err))
+	}
 	if err != nil {
 		return 0, fmt.Errorf("stream %s: reading back batch %s to retract it: %w", r.cfg.ID, b.ID, err)
 	}
@@ -862,7 +905,19 @@ func (r *Stream) commit(ctx context.Context) error {
 	// The checkpoint rides in the first watermark of a run and then in
 	// every FullEvery-th; the others carry the state it is rebuilt from.
 	full := r.lastFull < 0 || r.sinceFull+1 >= r.deps.FullEvery
+	var ends map[int32]int64
 	res, err := r.commitWith(ctx, r.prod, r.txn.undo, func(flushed sink.Committed) (offsets.Watermark, *offsets.Checkpoint, error) {
+		// The data topic is still the one the checkpoint points into: an
+		// error aborts the transaction.
+		var err error
+		if ends, err = r.checkSpans(flushed); err != nil {
+			return offsets.Watermark{}, nil, err
+		}
+		if full {
+			if err := r.checkTopicID(ctx); err != nil {
+				return offsets.Watermark{}, nil, err
+			}
+		}
 		cp := r.nextCheckpoint(snap, r.nextBatchLog(snap, flushed))
 		state := &offsets.StreamState{Next: snap.Next, Incomplete: snap.Incomplete, BaseOffset: r.lastFull,
 			Retained: make([]uint64, len(snap.Watermarks))}
@@ -887,6 +942,7 @@ func (r *Stream) commit(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.noteSpans(ends)
 	r.deps.Metrics.batchesCommitted.WithLabelValues(r.cfg.ID).Add(float64(len(pending)))
 	if full {
 		r.lastFull, r.sinceFull = res.ControlOffset, 0
@@ -917,7 +973,8 @@ func (r *Stream) commit(ctx context.Context) error {
 // nextCheckpoint is the checkpoint that follows the committed one.
 func (r *Stream) nextCheckpoint(snap reorg.Snapshot, batches []offsets.Batch) offsets.Checkpoint {
 	return offsets.Checkpoint{Stream: r.cfg.ID, Version: r.committed.Version + 1, Fingerprint: r.fingerprint,
-		CommittedAt: r.deps.Now().UTC(), ControlOffset: r.committed.ControlOffset, Snapshot: snap, Batches: batches}
+		CommittedAt: r.deps.Now().UTC(), ControlOffset: r.committed.ControlOffset, Snapshot: snap, Batches: batches,
+		TopicIDs: r.topicIDs()}
 }
 
 // groupSpans returns the offset spans of a group of a transaction.
