@@ -293,7 +293,7 @@ func (a *Admin) create(ctx context.Context, s TopicSpec) (bool, error) {
 	switch {
 	case err == nil:
 		a.log.Info("created topic", "topic", s.Name, "kind", string(s.Kind), "partitions", s.Partitions,
-			"replication_factor", s.ReplicationFactor, "cleanup_policy", s.CleanupPolicy, "retention_ms", s.RetentionMs)
+			"replication_factor", s.ReplicationFactor, "cleanup_policy", s.CleanupPolicy, "retention", retentionText(s.RetentionMs))
 		return true, nil
 	case errors.Is(err, kerr.TopicAlreadyExists):
 		return false, nil // created concurrently; validated below
@@ -301,6 +301,20 @@ func (a *Admin) create(ctx context.Context, s TopicSpec) (bool, error) {
 		msg := resp.ErrMessage
 		return false, fmt.Errorf("creating topic %q (partitions %d, replication factor %d): %w %s",
 			s.Name, s.Partitions, s.ReplicationFactor, err, msg)
+	}
+}
+
+// retentionText says what a topic's retention.ms at creation means: 0
+// sets none, so the broker's log.retention.ms applies (logging
+// retention_ms=0 read as "kept for no time"), -1 keeps records forever.
+func retentionText(ms int64) string {
+	switch {
+	case ms == 0:
+		return "broker default"
+	case ms < 0:
+		return "infinite"
+	default:
+		return (time.Duration(ms) * time.Millisecond).String()
 	}
 }
 
