@@ -198,6 +198,17 @@ func NewAdmin(ctx context.Context, cfg Config, deps Deps) (*Admin, error) {
 // Close closes the client.
 func (a *Admin) Close() { a.cl.Close() }
 
+// WithLogger returns an Admin that shares a's client and logs its own lines
+// (created topic, partition-count notes) to l: one Admin serves every
+// stream, and the stream's logger says which stream a topic was created
+// for. franz-go's own lines keep the logger a was created with. Close only
+// the Admin NewAdmin returned.
+func (a *Admin) WithLogger(l *slog.Logger) *Admin {
+	c := *a
+	c.log = l
+	return &c
+}
+
 // EnsureTopics creates every missing topic of specs and validates every
 // existing one. All problems are returned at once (errors.Join of
 // *TopicError). States are in the order of specs.

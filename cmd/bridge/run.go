@@ -171,8 +171,8 @@ func (b *bridge) deps() pipeline.Deps {
 		Store: b.store, Registry: b.registry, Control: b.control, ControlTopic: b.cfg.Kafka.ControlTopic,
 		ReplicationFactor: b.cfg.Kafka.ReplicationFactor, Version: buildVersion(), Now: time.Now, Ready: b.setReady,
 		RestartMin: b.cfg.Amp.ReconnectMin, RestartMax: b.cfg.Amp.ReconnectMax, Events: b.events,
-		Heads: func(ctx context.Context, sql string) (map[string]uint64, error) {
-			return pipeline.SyncedHeads(ctx, b.amp, sql)
+		Heads: func(ctx context.Context, sql string, opts ...source.StreamOption) (map[string]uint64, error) {
+			return pipeline.SyncedHeads(ctx, b.amp, sql, opts...)
 		},
 		FullEvery: b.fullEvery,
 	}

@@ -197,7 +197,7 @@ func (r *Stream) probeSynced(ctx context.Context, col string) (reorg.BlockRange,
 // runQuery runs a batch query, hands each result batch to fn (which must
 // not keep it) and returns the completion batch's ranges and the rows seen.
 func (r *Stream) runQuery(ctx context.Context, sql string, fn func(arrow.RecordBatch) error) ([]reorg.BlockRange, int, error) {
-	q, err := r.deps.Amp.Query(ctx, sql)
+	q, err := r.deps.Amp.Query(ctx, sql, r.ampOpts()...)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -66,8 +66,9 @@ type Deps struct {
 	// demo, tests); nil means none.
 	Events func(Event)
 	// Heads asks Amp how far a query's tables are synced, per network
-	// (SyncedHeads); nil disables the head poller.
-	Heads func(ctx context.Context, sql string) (map[string]uint64, error)
+	// (SyncedHeads), passing opts to the query (the stream's logger); nil
+	// disables the head poller.
+	Heads func(ctx context.Context, sql string, opts ...source.StreamOption) (map[string]uint64, error)
 	// FullEvery is how often a watermark event carries the whole
 	// checkpoint; 0 means every 64th (tests lower it).
 	FullEvery int
@@ -107,7 +108,18 @@ func New(cfg config.StreamConfig, deps Deps) *Stream {
 	}
 	log := deps.Logger.With("stream", cfg.ID)
 	deps.Logger = log
+	if deps.Admin != nil {
+		// The Admin is shared by every stream; its lines name this one.
+		deps.Admin = deps.Admin.WithLogger(log.With("component", "sink"))
+	}
 	return &Stream{cfg: cfg, deps: deps, log: log}
+}
+
+// ampOpts are the options of the stream's Amp queries: the Flight client
+// is shared by every stream, so its reconnect warnings name this one only
+// through the stream's logger.
+func (r *Stream) ampOpts() []source.StreamOption {
+	return []source.StreamOption{source.WithLogger(r.log.With("component", "source"))}
 }
 
 // sinkDeps are the dependencies of the stream's producers and readers.
@@ -532,7 +544,7 @@ func (r *Stream) open(ctx context.Context) error {
 		_ = r.stream.Close()
 	}
 	r.log.Info("opening the Amp stream", "cursor", cursorText(r.resume))
-	s, err := r.deps.Amp.Stream(ctx, r.cfg.SQL, func() reorg.Cursor { return r.resume })
+	s, err := r.deps.Amp.Stream(ctx, r.cfg.SQL, func() reorg.Cursor { return r.resume }, r.ampOpts()...)
 	if err != nil {
 		return fmt.Errorf("opening stream %s at Amp: %w", r.cfg.ID, err)
 	}
@@ -1025,7 +1037,7 @@ func (r *Stream) pollHead(ctx context.Context) {
 	t := time.NewTicker(r.cfg.HeadPollInterval)
 	defer t.Stop()
 	for {
-		heads, err := r.deps.Heads(ctx, r.cfg.SQL)
+		heads, err := r.deps.Heads(ctx, r.cfg.SQL, r.ampOpts()...)
 		if err != nil && ctx.Err() == nil {
 			r.log.Debug("polling Amp's synced head", "err", err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
 )
 
 // TestSupervisorBackoff runs the restart loop on virtual time: the pauses
@@ -75,7 +76,7 @@ func TestPollHead(t *testing.T) {
 		calls := 0
 		head := uint64(100)
 		s := New(config.StreamConfig{ID: "s", SQL: "SELECT 1", HeadPollInterval: 30 * time.Second},
-			Deps{Metrics: NewMetrics(reg), Heads: func(context.Context, string) (map[string]uint64, error) {
+			Deps{Metrics: NewMetrics(reg), Heads: func(context.Context, string, ...source.StreamOption) (map[string]uint64, error) {
 				calls++
 				return map[string]uint64{"mainnet": head}, nil
 			}})
