@@ -96,7 +96,9 @@ func connect(ctx context.Context, cfg *config.Config, log *slog.Logger, needs ne
 		b.closers = append(b.closers, func() { _ = b.amp.Close() })
 	}
 	if needs&needKafka != 0 {
-		sdeps := sink.Deps{Logger: log.With("component", "sink"), Registerer: b.reg}
+		// client=admin: the Admin's franz-go lines are every stream's (the
+		// streams' own lines go through Admin.WithLogger).
+		sdeps := sink.Deps{Logger: log.With("component", "sink", "client", "admin"), Registerer: b.reg}
 		if b.admin, err = sink.NewAdmin(ctx, b.kafka, sdeps); err != nil {
 			b.close()
 			return nil, fmt.Errorf("connecting to Kafka: %w", err)
