@@ -51,6 +51,9 @@ BRIDGE_CHECKPOINT_REDIS_PASSWORD.
 `
 
 func main() {
+	// go-redis's and gRPC's loggers are process-global and gRPC's must be
+	// set before any gRPC call: installed here, once (liblog.go).
+	routeLibraryLogs()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -277,7 +277,9 @@ func openFromFlags(ctx context.Context, fs *flag.FlagSet, args []string, stderr 
 	if quiet {
 		lc.Level = "warn"
 	}
-	return connect(ctx, cfg, newLogger(lc, stderr), needs)
+	log := newLogger(lc, stderr)
+	setLibraryLogger(log)
+	return connect(ctx, cfg, log, needs)
 }
 
 func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
