@@ -75,10 +75,14 @@ func (g grpcLogger) log(lvl slog.Level, msg func() string) {
 }
 
 // Info logs at Debug.
-func (g grpcLogger) Info(args ...any) { g.log(slog.LevelDebug, func() string { return fmt.Sprint(args...) }) }
+func (g grpcLogger) Info(args ...any) {
+	g.log(slog.LevelDebug, func() string { return fmt.Sprint(args...) })
+}
 
 // Infoln logs at Debug.
-func (g grpcLogger) Infoln(args ...any) { g.log(slog.LevelDebug, func() string { return sprintln(args) }) }
+func (g grpcLogger) Infoln(args ...any) {
+	g.log(slog.LevelDebug, func() string { return sprintln(args) })
+}
 
 // Infof logs at Debug.
 func (g grpcLogger) Infof(format string, args ...any) {
@@ -86,10 +90,14 @@ func (g grpcLogger) Infof(format string, args ...any) {
 }
 
 // Warning logs at Warn.
-func (g grpcLogger) Warning(args ...any) { g.log(slog.LevelWarn, func() string { return fmt.Sprint(args...) }) }
+func (g grpcLogger) Warning(args ...any) {
+	g.log(slog.LevelWarn, func() string { return fmt.Sprint(args...) })
+}
 
 // Warningln logs at Warn.
-func (g grpcLogger) Warningln(args ...any) { g.log(slog.LevelWarn, func() string { return sprintln(args) }) }
+func (g grpcLogger) Warningln(args ...any) {
+	g.log(slog.LevelWarn, func() string { return sprintln(args) })
+}
 
 // Warningf logs at Warn.
 func (g grpcLogger) Warningf(format string, args ...any) {
@@ -97,10 +105,14 @@ func (g grpcLogger) Warningf(format string, args ...any) {
 }
 
 // Error logs at Error.
-func (g grpcLogger) Error(args ...any) { g.log(slog.LevelError, func() string { return fmt.Sprint(args...) }) }
+func (g grpcLogger) Error(args ...any) {
+	g.log(slog.LevelError, func() string { return fmt.Sprint(args...) })
+}
 
 // Errorln logs at Error.
-func (g grpcLogger) Errorln(args ...any) { g.log(slog.LevelError, func() string { return sprintln(args) }) }
+func (g grpcLogger) Errorln(args ...any) {
+	g.log(slog.LevelError, func() string { return sprintln(args) })
+}
 
 // Errorf logs at Error.
 func (g grpcLogger) Errorf(format string, args ...any) {
