@@ -111,6 +111,9 @@ func New(cfg Config, deps Deps) (*Client, error) {
 	return c, nil
 }
 
+// Addr returns the Amp server's address (Config.Addr), for messages.
+func (c *Client) Addr() string { return c.cfg.Addr }
+
 // Close closes the gRPC connection. Close the client's streams first; a
 // stream still open fails with a transport error.
 func (c *Client) Close() error {

@@ -33,7 +33,11 @@ Usage:
   bridge run -c bridge.yaml        publish every configured stream
   bridge verify -c bridge.yaml [-stream S]
                                    compare a stream's topic with a fresh query at Amp
-  bridge status -c bridge.yaml     each stream: cursor, head lag, last commit, retained batches
+  bridge status -c bridge.yaml     each stream: cursor, head lag, last commit, retained batches,
+                                   backfill progress
+
+status, verify, schema and rewind take -timeout D (default 30s): a service
+that has not answered by then ends the command with an error naming it.
   bridge schema -c bridge.yaml [-stream S]
                                    print the Avro schemas a stream registers
   bridge rewind -c bridge.yaml -stream S -to-block N

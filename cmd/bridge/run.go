@@ -101,7 +101,7 @@ func connect(ctx context.Context, cfg *config.Config, log *slog.Logger, needs ne
 		sdeps := sink.Deps{Logger: log.With("component", "sink", "client", "admin"), Registerer: b.reg}
 		if b.admin, err = sink.NewAdmin(ctx, b.kafka, sdeps); err != nil {
 			b.close()
-			return nil, fmt.Errorf("connecting to Kafka: %w", err)
+			return nil, fmt.Errorf("connecting to Kafka: %w", pipeline.NoAnswer(pipeline.KafkaService(b.kafka.Brokers), err))
 		}
 		b.closers = append(b.closers, b.admin.Close)
 	}
@@ -133,7 +133,8 @@ func (b *bridge) openStore(ctx context.Context) error {
 	default:
 		rs, err := offsets.NewRedisStore(ctx, cfg.Redis(), log.With("component", "offsets"))
 		if err != nil {
-			return fmt.Errorf("connecting to the Redis checkpoint store: %w", err)
+			return fmt.Errorf("connecting to the Redis checkpoint store: %w",
+				pipeline.NoAnswer("checkpoint store redis at "+cfg.Checkpoint.Redis.Addr, err))
 		}
 		b.store = rs
 		b.closers = append(b.closers, func() { _ = rs.Close() })
@@ -259,19 +260,57 @@ func (b *bridge) serveHTTP(ctx context.Context, addr string) (string, func(), er
 	}, nil
 }
 
+// defaultCommandTimeout bounds an operator command (status, verify,
+// rewind, schema) unless -timeout says otherwise.
+const defaultCommandTimeout = 30 * time.Second
+
+// openCommand is openFromFlags for an operator command: it adds -timeout
+// and returns ctx bounded by it, connecting included, so that a service
+// that accepts connections but never answers ends the command with an
+// error naming it (pipeline.NoAnswer) instead of hanging. Call cancel when
+// done.
+func openCommand(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer, quiet bool,
+	needs need) (context.Context, context.CancelFunc, *bridge, error) {
+	timeout := fs.Duration("timeout", defaultCommandTimeout, "give up when the services have not answered within this long (0: no limit)")
+	cfg, log, err := loadFromFlags(fs, args, stderr, quiet)
+	if err != nil {
+		return ctx, func() {}, nil, err
+	}
+	cancel := context.CancelFunc(func() {})
+	if *timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+	}
+	b, err := connect(ctx, cfg, log, needs)
+	if err != nil {
+		cancel()
+		return ctx, func() {}, nil, err
+	}
+	return ctx, cancel, b, nil
+}
+
 // openFromFlags parses a subcommand's flags (-c plus those fs already
-// has), loads and validates the configuration and connects a bridge. A
-// quiet bridge logs warnings only: it serves a one-shot command.
+// has), loads and validates the configuration and connects a bridge.
 func openFromFlags(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer, quiet bool, needs need) (*bridge, error) {
+	cfg, log, err := loadFromFlags(fs, args, stderr, quiet)
+	if err != nil {
+		return nil, err
+	}
+	return connect(ctx, cfg, log, needs)
+}
+
+// loadFromFlags parses a subcommand's flags (-c plus those fs already
+// has), loads and validates the configuration and makes the command's
+// logger. A quiet command logs warnings only: it is a one-shot command.
+func loadFromFlags(fs *flag.FlagSet, args []string, stderr io.Writer, quiet bool) (*config.Config, *slog.Logger, error) {
 	path := fs.String("c", "bridge.yaml", "configuration file")
 	sets := config.SetFlags{}
 	fs.Var(sets, "set", "override a configuration key: -set path=value (repeatable; e.g. -set kafka.brokers=a:9092)")
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg, err := config.LoadConfig(*path, sets.Lookup(os.LookupEnv))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lc := cfg.Log
 	if quiet {
@@ -279,7 +318,7 @@ func openFromFlags(ctx context.Context, fs *flag.FlagSet, args []string, stderr 
 	}
 	log := newLogger(lc, stderr)
 	setLibraryLogger(log)
-	return connect(ctx, cfg, log, needs)
+	return cfg, log, nil
 }
 
 func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {

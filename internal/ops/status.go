@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/pipeline"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 )
@@ -68,12 +69,13 @@ func Status(ctx context.Context, store PartitionStore, heads func(ctx context.Co
 	switch {
 	case errors.Is(err, offsets.ErrNotFound):
 	case err != nil:
-		return st, fmt.Errorf("stream %s: loading its checkpoint: %w", sc.ID, err)
+		return st, fmt.Errorf("stream %s: loading its checkpoint: %w", sc.ID, pipeline.NoAnswer(pipeline.StoreService(store), err))
 	default:
 		st.Checkpoint, st.Age = &cp, now.Sub(cp.CommittedAt)
 	}
 	if sc.Backfill.Enabled {
 		st.Backfill, st.BackfillErr = store.Partitions(ctx, sc.ID)
+		st.BackfillErr = pipeline.NoAnswer(pipeline.StoreService(store), st.BackfillErr)
 	}
 	if st.Checkpoint != nil && heads != nil {
 		st.Heads, st.HeadsErr = heads(ctx, sc.SQL)

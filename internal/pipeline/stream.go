@@ -277,21 +277,21 @@ func (r *Stream) close(ctx context.Context) {
 func (r *Stream) connect(ctx context.Context) error {
 	schema, err := r.deps.Amp.Schema(ctx, r.cfg.SQL)
 	if err != nil {
-		return fmt.Errorf("planning the stream's SQL at Amp: %w", err)
+		return fmt.Errorf("planning the stream's SQL at Amp: %w", NoAnswer(AmpService(r.deps.Amp), err))
 	}
 	r.schema = schema
 	r.fingerprint = fingerprintOf(r.cfg.SQL, schema)
 	r.topic, r.enc = "", nil
 	if _, err := r.deps.Admin.EnsureTopics(ctx, sink.TopicSpec{Name: r.deps.ControlTopic, Kind: sink.TopicControl,
 		Partitions: 1, ReplicationFactor: int16(r.deps.ReplicationFactor)}); err != nil {
-		return fmt.Errorf("preparing the control topic of stream %s: %w", r.cfg.ID, err)
+		return fmt.Errorf("preparing the control topic of stream %s: %w", r.cfg.ID, NoAnswer(KafkaService(r.deps.Kafka.Brokers), err))
 	}
 
 	// The producer first: initialising the transactional id fences a
 	// previous instance and aborts its open transaction, so the control
 	// topic's last stable offset moves past it before we read.
 	if r.prod, err = sink.NewProducer(ctx, r.deps.Kafka, r.cfg.ID, r.sinkDeps()); err != nil {
-		return fmt.Errorf("starting the producer of stream %s: %w", r.cfg.ID, err)
+		return fmt.Errorf("starting the producer of stream %s: %w", r.cfg.ID, NoAnswer(KafkaService(r.deps.Kafka.Brokers), err))
 	}
 	// The backfill's workers too: a previous instance killed inside its
 	// backfill leaves their transactions open, and the control topic's
@@ -302,14 +302,17 @@ func (r *Stream) connect(ctx context.Context) error {
 		}
 	}
 	if r.reader, err = sink.NewReader(ctx, r.deps.Kafka, r.sinkDeps()); err != nil {
-		return fmt.Errorf("starting the reader of stream %s: %w", r.cfg.ID, err)
+		return fmt.Errorf("starting the reader of stream %s: %w", r.cfg.ID, NoAnswer(KafkaService(r.deps.Kafka.Brokers), err))
 	}
 	r.deps.Metrics.Init(r.cfg.ID)
 	dec, err := offsets.Recover(ctx, r.deps.Store, r.control(),
 		r.cfg.ID, r.fingerprint, r.deps.Now())
 	r.deps.Metrics.reconciliations.WithLabelValues(r.cfg.ID, dec.Outcome.String()).Inc()
 	if err != nil {
-		return fmt.Errorf("reconciling the checkpoint of stream %s with Kafka: %w", r.cfg.ID, err)
+		// Both the store and the control topic are read: either may be the
+		// one that did not answer.
+		return fmt.Errorf("reconciling the checkpoint of stream %s with Kafka: %w", r.cfg.ID,
+			NoAnswer(StoreService(r.deps.Store)+" or "+KafkaService(r.deps.Kafka.Brokers), err))
 	}
 	r.committed = dec.Checkpoint
 	r.lastFull, r.sinceFull = -1, 0
