@@ -250,7 +250,7 @@ func printBackfill(w io.Writer, st ops.StreamStatus) {
 			done++
 		}
 	}
-	fmt.Fprintf(w, "  backfill: %d partition(s) recorded, %d done\n", len(st.Backfill), done)
+	fmt.Fprintf(w, "  backfill: %d partition(s) recorded, %d done; %s\n", len(st.Backfill), done, st.BackfillProgress)
 	for _, p := range st.Backfill {
 		switch {
 		case p.Done:

@@ -48,6 +48,9 @@ type bridge struct {
 	events   func(pipeline.Event)
 	// verifyWait bounds verify's canonical-chain check (default 3s).
 	verifyWait time.Duration
+	// progressBar receives the backfill progress bar (stderr, when it is a
+	// terminal and the log is text); nil logs progress lines.
+	progressBar io.Writer
 	// fullEvery overrides how often a watermark carries the checkpoint
 	// (tests; 0 is the pipeline's default).
 	fullEvery int
@@ -177,7 +180,7 @@ func (b *bridge) deps() pipeline.Deps {
 		Heads: func(ctx context.Context, sql string, opts ...source.StreamOption) (map[string]uint64, error) {
 			return pipeline.SyncedHeads(ctx, b.amp, sql, opts...)
 		},
-		FullEvery: b.fullEvery,
+		FullEvery: b.fullEvery, ProgressBar: b.progressBar,
 	}
 }
 
@@ -328,6 +331,10 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer b.close()
 	cfg, log := b.cfg, b.log
+	if cfg.Log.Format != "json" && isTerminal(stderr) {
+		// A bar for people at a terminal; JSON logs go to machines.
+		b.progressBar = stderr
+	}
 	_, stop, err := b.serveHTTP(ctx, cfg.HTTP.Addr)
 	if err != nil {
 		return err

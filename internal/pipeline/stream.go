@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -72,6 +73,13 @@ type Deps struct {
 	// FullEvery is how often a watermark event carries the whole
 	// checkpoint; 0 means every 64th (tests lower it).
 	FullEvery int
+	// ProgressEvery is how often a running backfill reports its progress
+	// (blocks done of the total, rows/s, ETA); 0 means every 10s.
+	ProgressEvery time.Duration
+	// ProgressBar, when set (stderr is a terminal and the log is text),
+	// receives a one-line progress bar redrawn at each report instead of
+	// the "backfill progress" log lines. Never set it for the JSON format.
+	ProgressBar io.Writer
 }
 
 // Event is a human-readable account of one thing a stream did.
@@ -105,6 +113,9 @@ func New(cfg config.StreamConfig, deps Deps) *Stream {
 	}
 	if deps.FullEvery <= 0 {
 		deps.FullEvery = fullEvery
+	}
+	if deps.ProgressEvery <= 0 {
+		deps.ProgressEvery = defaultProgressEvery
 	}
 	log := deps.Logger.With("stream", cfg.ID)
 	deps.Logger = log
@@ -166,6 +177,10 @@ type Stream struct {
 	// backfillLeft counts the blocks the backfill's workers have still to
 	// publish (for amp_bridge_backfill_blocks_remaining).
 	backfillLeft atomic.Uint64
+	// backfillRows counts the rows this run of the backfill published.
+	backfillRows atomic.Uint64
+	// backfillStart is when this run of the backfill started.
+	backfillStart time.Time
 	// bfProds are the backfill workers' producers, created in setup.
 	bfProds []*sink.Producer
 	// committedCursor holds the committed cursor (a reorg.Cursor never
