@@ -29,6 +29,9 @@ type FileStore struct {
 	log *slog.Logger
 }
 
+// String names the store for messages: "checkpoint store file at dir".
+func (s *FileStore) String() string { return "checkpoint store file at " + s.dir }
+
 // NewFileStore creates dir (0700) if needed and returns a store in it.
 func NewFileStore(dir string, log *slog.Logger) (*FileStore, error) {
 	if log == nil {

@@ -26,6 +26,13 @@ type Partition struct {
 	Last *reorg.Point `json:"last,omitempty"`
 	// UpdatedAt is when the record was written (UTC).
 	UpdatedAt time.Time `json:"updated_at"`
+	// RunStartedAt is when the backfill run that wrote the record started
+	// (zero in records of older versions), RunFrom the first block that run
+	// published in the partition and Rows the rows it published in it:
+	// bridge status derives the run's rate and ETA from them.
+	RunStartedAt time.Time `json:"run_started_at,omitzero"`
+	RunFrom      uint64    `json:"run_from,omitempty"`
+	Rows         uint64    `json:"rows,omitempty"`
 }
 
 // maxBlock bounds partition ends so that progress values stay exact as Lua

@@ -163,7 +163,12 @@ type RedisStore struct {
 	commit    *redis.Script
 	partition *redis.Script
 	log       *slog.Logger
+	addr      string
 }
+
+// String names the store for messages: "checkpoint store redis at
+// host:port".
+func (s *RedisStore) String() string { return "checkpoint store redis at " + s.addr }
 
 // NewRedisStore connects to Redis, proves it with a PING, and checks the
 // server's durability settings (see CheckDurability): a weaker setting than
@@ -203,6 +208,7 @@ func NewRedisStore(ctx context.Context, cfg RedisConfig, log *slog.Logger) (*Red
 		commit:    redis.NewScript(commitScript),
 		partition: redis.NewScript(partitionScript),
 		log:       log.With(slog.String("component", "offsets"), slog.String("redis_addr", cfg.Addr)),
+		addr:      cfg.Addr,
 	}
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()

@@ -358,7 +358,7 @@ func (c Config) clientOpts(logger *slog.Logger) ([]kgo.Opt, error) {
 		kgo.ClientID(c.ClientID),
 		kgo.DialTimeout(c.DialTimeout),
 		kgo.MetadataMinAge(c.MetadataMinAge),
-		kgo.WithLogger(kslog.New(logger)),
+		kgo.WithLogger(kslog.New(kgoLogger(logger))),
 	}
 	if c.TLS.Enabled {
 		tc, err := tlsconfig.Load("kafka.tls", c.TLS)

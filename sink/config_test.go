@@ -184,3 +184,9 @@ func TestTopicSpecValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestRetentionText(t *testing.T) {
+	for ms, want := range map[int64]string{0: "broker default", -1: "infinite", 86_400_000: "24h0m0s", 1500: "1.5s"} {
+		assert.Equal(t, want, retentionText(ms), "retention.ms %d", ms)
+	}
+}

@@ -134,5 +134,7 @@
 // txn_aborts_total{stream,reason}, txn_duration_seconds{stream,outcome},
 // txn_commit_seconds{stream}, and franz-go's kprom client metrics under the
 // "kafka" subsystem with a stream label. Logs go to the injected
-// *slog.Logger, franz-go's through kslog.
+// *slog.Logger, franz-go's through kslog with its levels lowered one step
+// (its Info, several lines per transaction, at Debug; its Debug at
+// LevelKafkaDebug), so the default level shows no per-transaction line.
 package sink

@@ -106,7 +106,8 @@ type TxnStats struct {
 // Deps are the injected dependencies of the package's clients.
 type Deps struct {
 	// Logger receives the sink's logs and, through kslog, franz-go's. Nil
-	// discards them.
+	// discards them. A producer adds its txn_id; give it a logger that
+	// already carries the stream's id (the pipeline's stream logger does).
 	Logger *slog.Logger
 	// Registerer receives the sink's metrics and franz-go's kprom client
 	// metrics. Nil registers nothing.
@@ -214,7 +215,7 @@ func NewProducer(ctx context.Context, cfg Config, id string, deps Deps) (*Produc
 		eos:   cfg.Delivery == DeliveryExactlyOnce,
 		now:   deps.Now,
 	}
-	p.log = deps.Logger.With("stream", id, "txn_id", p.txnID, "delivery", string(cfg.Delivery))
+	p.log = deps.Logger.With("txn_id", p.txnID, "delivery", string(cfg.Delivery))
 
 	opts, err := cfg.clientOpts(p.log)
 	if err != nil {

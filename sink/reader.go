@@ -97,6 +97,9 @@ func (r *Reader) EndOffsets(ctx context.Context, topic string) (map[int32]int64,
 	return listOffsets(ctx, r.adm.ListCommittedOffsets, topic)
 }
 
+// Brokers returns the seed brokers the reader connects to (for messages).
+func (r *Reader) Brokers() []string { return r.cfg.Brokers }
+
 // StartOffsets returns the log start offset per partition of topic.
 func (r *Reader) StartOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
 	return listOffsets(ctx, r.adm.ListStartOffsets, topic)

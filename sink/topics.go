@@ -227,6 +227,17 @@ func (a *Admin) Ping(ctx context.Context) error {
 	return nil
 }
 
+// WithLogger returns an Admin that shares a's client and logs its own lines
+// (created topic, partition-count notes) to l: one Admin serves every
+// stream, and the stream's logger says which stream a topic was created
+// for. franz-go's own lines keep the logger a was created with. Close only
+// the Admin NewAdmin returned.
+func (a *Admin) WithLogger(l *slog.Logger) *Admin {
+	c := *a
+	c.log = l
+	return &c
+}
+
 // EnsureTopics creates every missing topic of specs and validates every
 // existing one. All problems are returned at once (errors.Join of
 // *TopicError). States are in the order of specs.
@@ -345,7 +356,7 @@ func (a *Admin) create(ctx context.Context, s TopicSpec) (bool, error) {
 	switch {
 	case err == nil:
 		a.log.Info("created topic", "topic", s.Name, "kind", string(s.Kind), "partitions", s.Partitions,
-			"replication_factor", s.ReplicationFactor, "cleanup_policy", s.CleanupPolicy, "retention_ms", s.RetentionMs)
+			"replication_factor", s.ReplicationFactor, "cleanup_policy", s.CleanupPolicy, "retention", retentionText(s.RetentionMs))
 		return true, nil
 	case errors.Is(err, kerr.TopicAlreadyExists):
 		return false, nil // created concurrently; validated below
@@ -422,6 +433,20 @@ func topicIDString(id [16]byte) string {
 		return ""
 	}
 	return base64.RawURLEncoding.EncodeToString(id[:])
+}
+
+// retentionText says what a topic's retention.ms at creation means: 0
+// sets none, so the broker's log.retention.ms applies (logging
+// retention_ms=0 read as "kept for no time"), -1 keeps records forever.
+func retentionText(ms int64) string {
+	switch {
+	case ms == 0:
+		return "broker default"
+	case ms < 0:
+		return "infinite"
+	default:
+		return (time.Duration(ms) * time.Millisecond).String()
+	}
 }
 
 // waitLeaders waits until every partition of a new topic has a leader and

@@ -33,7 +33,8 @@ const (
 
 // Deps are the injected collaborators of a Client. Every field is optional.
 type Deps struct {
-	// Logger receives reconnect warnings; nil discards logs.
+	// Logger receives the reconnect warnings of streams opened without
+	// WithLogger; nil discards logs.
 	Logger *slog.Logger
 	// Allocator is used by the IPC reader (dictionaries, alignment fixes);
 	// record bodies themselves are not copied. nil means
@@ -109,6 +110,9 @@ func New(cfg Config, deps Deps) (*Client, error) {
 	}
 	return c, nil
 }
+
+// Addr returns the Amp server's address (Config.Addr), for messages.
+func (c *Client) Addr() string { return c.cfg.Addr }
 
 // Close closes the gRPC connection. Close the client's streams first; a
 // stream still open fails with a transport error.

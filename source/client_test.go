@@ -644,3 +644,24 @@ func TestLargeMessage(t *testing.T) {
 	assert.Equal(t, int64(1), next(t, s).rows)
 	assert.True(t, next(t, s).complete)
 }
+
+// TestWithLogger: a stream opened with WithLogger logs its reconnects to
+// that logger, not the shared client's, so each line names its stream.
+func TestWithLogger(t *testing.T) {
+	var clientBuf, streamBuf bytes.Buffer
+	srv := newScriptServer(
+		attemptScript{msgs: []msg{W(t, R(0, 0, 0))}, end: status.Error(codes.Unavailable, "x")},
+		attemptScript{msgs: []msg{W(t, R(1, 1, 0))}, hang: true},
+	)
+	c := newClient(t, serve(t, srv), nil, source.Deps{Logger: slog.New(slog.NewTextHandler(&clientBuf, nil))})
+	s, err := c.Stream(t.Context(), "SELECT 1", fixedCursor(nil),
+		source.WithLogger(slog.New(slog.NewTextHandler(&streamBuf, nil)).With("stream", "s1")))
+	require.NoError(t, err)
+	defer s.Close()
+	next(t, s)
+	next(t, s)
+	next(t, s)
+	assert.Contains(t, streamBuf.String(), "reconnecting")
+	assert.Contains(t, streamBuf.String(), "stream=s1")
+	assert.Empty(t, clientBuf.String())
+}

@@ -52,6 +52,11 @@ func (e *StatusError) Permanent() bool { return PermanentCode(e.Code) }
 // Is makes errors.Is(err, ErrPermanent) true for permanent codes.
 func (e *StatusError) Is(target error) bool { return target == ErrPermanent && e.Permanent() }
 
+// Timeout reports whether the call ran out of time (DEADLINE_EXCEEDED): the
+// server did not answer within the call's deadline. Like net.Error's, it
+// lets a caller say which service did not answer without knowing gRPC.
+func (e *StatusError) Timeout() bool { return e.Code == codes.DeadlineExceeded }
+
 // GRPCStatus lets status.FromError and status.Code see the original status.
 func (e *StatusError) GRPCStatus() *status.Status { return status.New(e.Code, e.Message) }
 

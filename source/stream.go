@@ -95,6 +95,7 @@ type Stream struct {
 	sql       string
 	streaming bool
 	cursor    func() reorg.Cursor
+	log       *slog.Logger
 
 	items    chan item
 	maxBytes int64
@@ -136,11 +137,26 @@ type item struct {
 // ctx bounds the whole life of the stream, like the context of a gRPC
 // streaming call: cancelling it stops the reader at once and Next returns
 // ctx.Err().
-func (c *Client) Stream(ctx context.Context, sql string, cursor func() reorg.Cursor) (*Stream, error) {
+func (c *Client) Stream(ctx context.Context, sql string, cursor func() reorg.Cursor, opts ...StreamOption) (*Stream, error) {
 	if cursor == nil {
 		return nil, errors.New("source: Stream needs a cursor function; return nil from it to start at the earliest block")
 	}
-	return c.open(ctx, sql, true, cursor)
+	return c.open(ctx, sql, true, cursor, opts)
+}
+
+// StreamOption configures one Stream or Query of a Client.
+type StreamOption func(*Stream)
+
+// WithLogger makes the stream or query log to l instead of the client's
+// logger (Deps.Logger). A Client is shared by every stream of a process, so
+// only the caller can say which stream a reconnect warning belongs to: pass
+// the stream's logger, carrying its id. A nil l keeps the client's logger.
+func WithLogger(l *slog.Logger) StreamOption {
+	return func(s *Stream) {
+		if l != nil {
+			s.log = l
+		}
+	}
 }
 
 // Query starts a batch (non-streaming) query, sending amp-stream: false so
@@ -153,11 +169,11 @@ func (c *Client) Stream(ctx context.Context, sql string, cursor func() reorg.Cur
 // after data was delivered ends the query with that error (IsRetryable tells
 // whether running it again may help), since a re-run would repeat rows. An
 // end of stream without the Complete envelope is ErrIncomplete.
-func (c *Client) Query(ctx context.Context, sql string) (*Stream, error) {
-	return c.open(ctx, sql, false, nil)
+func (c *Client) Query(ctx context.Context, sql string, opts ...StreamOption) (*Stream, error) {
+	return c.open(ctx, sql, false, nil, opts)
 }
 
-func (c *Client) open(ctx context.Context, sql string, streaming bool, cursor func() reorg.Cursor) (*Stream, error) {
+func (c *Client) open(ctx context.Context, sql string, streaming bool, cursor func() reorg.Cursor, opts []StreamOption) (*Stream, error) {
 	if _, err := descriptor(sql); err != nil {
 		return nil, err
 	}
@@ -170,13 +186,16 @@ func (c *Client) open(ctx context.Context, sql string, streaming bool, cursor fu
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	s := &Stream{
-		c: c, sql: sql, streaming: streaming, cursor: cursor,
+		c: c, sql: sql, streaming: streaming, cursor: cursor, log: c.log,
 		items:    make(chan item, c.cfg.ReadAhead),
 		maxBytes: c.cfg.ReadAheadBytes,
 		resume:   make(chan struct{}, 1),
 		cancel:   cancel,
 		done:     make(chan struct{}),
 		closed:   make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	if s.maxBytes > 0 {
 		s.bytes = semaphore.NewWeighted(s.maxBytes)
@@ -310,7 +329,7 @@ func (s *Stream) loop(ctx context.Context, first reorg.Cursor) error {
 				sinceMarker = false
 			}
 			d := cfg.delay(failures, s.c.rand())
-			s.c.log.LogAttrs(ctx, slog.LevelWarn, "amp stream failed; reconnecting",
+			s.log.LogAttrs(ctx, slog.LevelWarn, "amp stream failed; reconnecting",
 				slog.String("error", s.lastErr.Error()), slog.Int("attempt", failures), slog.Duration("backoff", d))
 			select {
 			case <-s.c.clock.After(d):
@@ -406,7 +425,7 @@ func (s *Stream) attempt(ctx context.Context, cur reorg.Cursor) (res attemptResu
 		if md.Complete && rec.NumRows() > 0 {
 			// Amp never sends this; deliver the rows, then the watermark,
 			// rather than lose them (amp-protocol.md §5.1 recommendation).
-			s.c.log.LogAttrs(ctx, slog.LevelWarn, "amp sent a ranges_complete batch with rows; yielding them as data before the watermark",
+			s.log.LogAttrs(ctx, slog.LevelWarn, "amp sent a ranges_complete batch with rows; yielding them as data before the watermark",
 				slog.Int("batch", idx), slog.Int64("rows", rec.NumRows()))
 			wm := Envelope{Kind: KindBatch, Batch: rec.NewSlice(0, 0), Ranges: slices.Clone(md.Ranges), Complete: true, Index: idx}
 			env.Complete = false

@@ -115,6 +115,14 @@ func scenarioBackfill(t *testing.T, svc services) {
 		assert.True(t, p.Done, "partition [%d, %d) done", p.From, p.To)
 	}
 	assert.Equal(t, [2]uint64{140, 170}, [2]uint64{st.Backfill[2].From, st.Backfill[2].To})
+	// status's progress figures, from the records: all 170 blocks done,
+	// and this run's rows.
+	prog := st.BackfillProgress
+	assert.Equal(t, [2]uint64{170, 170}, [2]uint64{prog.BlocksDone, prog.BlocksTotal})
+	assert.Equal(t, uint64(counts["r"]), prog.Rows, "the records count the rows published")
+	var out strings.Builder
+	printBackfill(&out, st)
+	assert.Contains(t, out.String(), "backfill: 3 partition(s) recorded, 3 done; 170/170 blocks (100.0%)")
 
 	// A rewind does not reach into the backfilled blocks.
 	b, err = newBridge(t.Context(), h.cfg, testLogger())

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,10 +41,11 @@ func cmdRewind(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flag.NewFlagSet("rewind", flag.ContinueOnError)
 	streamID := fs.String("stream", "", "the stream to rewind (required)")
 	to := fs.Uint64("to-block", math.MaxUint64, "the first block to retract and publish again (required)")
-	b, err := openFromFlags(ctx, fs, args, stderr, false, needAll)
+	ctx, cancel, b, err := openCommand(ctx, fs, args, stderr, false, needAll)
 	if err != nil {
 		return err
 	}
+	defer cancel()
 	defer b.close()
 	if *streamID == "" || *to == math.MaxUint64 {
 		return fmt.Errorf("rewind needs -stream and -to-block: %w", errUsage)
@@ -72,10 +74,11 @@ func (b *bridge) rewind(ctx context.Context, id string, to uint64) (ops.RewindRe
 func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
 	streamID := fs.String("stream", "", "stream to verify (default: every stream)")
-	b, err := openFromFlags(ctx, fs, args, stderr, true, needAmp|needKafka|needRegistry)
+	ctx, cancel, b, err := openCommand(ctx, fs, args, stderr, true, needAmp|needKafka|needRegistry)
 	if err != nil {
 		return err
 	}
+	defer cancel()
 	defer b.close()
 	reps, err := b.verify(ctx, *streamID)
 	for _, rep := range reps {
@@ -93,7 +96,7 @@ func (b *bridge) verify(ctx context.Context, id string) ([]ops.VerifyReport, err
 	}
 	reader, err := sink.NewReader(ctx, b.kafka, sink.Deps{Logger: b.log})
 	if err != nil {
-		return nil, err
+		return nil, pipeline.NoAnswer(pipeline.KafkaService(b.kafka.Brokers), err)
 	}
 	defer reader.Close()
 	v := &ops.Verifier{Amp: b.amp, Reader: reader, Control: b.control, ControlTopic: b.cfg.Kafka.ControlTopic,
@@ -134,10 +137,11 @@ func cmdSchema(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flag.NewFlagSet("schema", flag.ContinueOnError)
 	streamID := fs.String("stream", "", "stream (default: every stream)")
 	network := fs.String("network", "", "network for topics named with {network}")
-	b, err := openFromFlags(ctx, fs, args, stderr, true, needAmp)
+	ctx, cancel, b, err := openCommand(ctx, fs, args, stderr, true, needAmp)
 	if err != nil {
 		return err
 	}
+	defer cancel()
 	defer b.close()
 	scs, err := b.streams(*streamID)
 	if err != nil {
@@ -171,27 +175,38 @@ func indentJSON(s string) string {
 // cmdStatus prints each stream's checkpoint: cursor, version, last commit,
 // retained batches and the store.
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	b, err := openFromFlags(ctx, flag.NewFlagSet("status", flag.ContinueOnError), args, stderr, true, needAmp|needStore)
+	ctx, cancel, b, err := openCommand(ctx, flag.NewFlagSet("status", flag.ContinueOnError), args, stderr, true, needAmp|needStore)
 	if err != nil {
 		return err
 	}
+	defer cancel()
 	defer b.close()
 	return b.status(ctx, stdout, time.Now())
 }
 
-func (b *bridge) status(ctx context.Context, w io.Writer, now time.Time) error {
+func (b *bridge) status(ctx context.Context, w io.Writer, now time.Time) (err error) {
 	store := "file " + b.cfg.Checkpoint.Dir
 	if b.cfg.Checkpoint.Store == config.StoreRedis {
 		store = "redis " + b.cfg.Checkpoint.Redis.Addr
 	}
 	heads := func(ctx context.Context, sql string) (map[string]uint64, error) {
-		return pipeline.SyncedHeads(ctx, b.amp, sql)
+		h, err := pipeline.SyncedHeads(ctx, b.amp, sql)
+		return h, pipeline.NoAnswer(pipeline.AmpService(b.amp), err)
 	}
+	// A service that did not answer before the command's deadline fails
+	// the command once everything it could say is printed.
+	var unanswered error
+	defer func() {
+		if unanswered != nil && ctx.Err() != nil && err == nil {
+			err = unanswered
+		}
+	}()
 	for _, sc := range b.cfg.Streams {
 		st, err := ops.Status(ctx, b.store, heads, sc, now)
 		if err != nil {
 			return err
 		}
+		unanswered = cmp.Or(unanswered, st.HeadsErr, st.BackfillErr)
 		if st.Checkpoint == nil {
 			fmt.Fprintf(w, "%s: no checkpoint yet (store %s)\n", sc.ID, store)
 			printBackfill(w, st)
@@ -235,7 +250,7 @@ func printBackfill(w io.Writer, st ops.StreamStatus) {
 			done++
 		}
 	}
-	fmt.Fprintf(w, "  backfill: %d partition(s) recorded, %d done\n", len(st.Backfill), done)
+	fmt.Fprintf(w, "  backfill: %d partition(s) recorded, %d done; %s\n", len(st.Backfill), done, st.BackfillProgress)
 	for _, p := range st.Backfill {
 		switch {
 		case p.Done:

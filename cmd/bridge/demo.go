@@ -58,6 +58,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 		logLevel = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel}))
+	setLibraryLogger(log)
 
 	sim, err := ampsim.New(ampsim.Config{
 		NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 10, TxPerBlock: o.txPerBlock, LogsPerTx: 1},

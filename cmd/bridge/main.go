@@ -33,7 +33,11 @@ Usage:
   bridge run -c bridge.yaml        publish every configured stream
   bridge verify -c bridge.yaml [-stream S]
                                    compare a stream's topic with a fresh query at Amp
-  bridge status -c bridge.yaml     each stream: cursor, head lag, last commit, retained batches
+  bridge status -c bridge.yaml     each stream: cursor, head lag, last commit, retained batches,
+                                   backfill progress
+
+status, verify, schema and rewind take -timeout D (default 30s): a service
+that has not answered by then ends the command with an error naming it.
   bridge schema -c bridge.yaml [-stream S]
                                    print the Avro schemas a stream registers
   bridge rewind -c bridge.yaml -stream S -to-block N
@@ -51,6 +55,9 @@ BRIDGE_CHECKPOINT_REDIS_PASSWORD.
 `
 
 func main() {
+	// go-redis's and gRPC's loggers are process-global and gRPC's must be
+	// set before any gRPC call: installed here, once (liblog.go).
+	routeLibraryLogs()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -52,6 +52,9 @@ type bridge struct {
 	events func(pipeline.Event)
 	// verifyWait bounds verify's canonical-chain check (default 3s).
 	verifyWait time.Duration
+	// progressBar receives the backfill progress bar (stderr, when it is a
+	// terminal and the log is text); nil logs progress lines.
+	progressBar io.Writer
 	// fullEvery overrides how often a watermark carries the checkpoint
 	// (tests; 0 is the pipeline's default).
 	fullEvery int
@@ -124,8 +127,10 @@ func (b *bridge) connect(ctx context.Context, needs need) error {
 		b.closers = append(b.closers, func() { _ = b.amp.Close() })
 	}
 	if needs&needKafka != 0 {
-		sdeps := sink.Deps{Logger: log.With("component", "sink"), Registerer: b.reg}
-		err := b.waitFor(ctx, fmt.Sprintf("kafka at %s", strings.Join(cfg.Kafka.Brokers, ",")), func(ctx context.Context) error {
+		// client=admin: the Admin's franz-go lines are every stream's (the
+		// streams' own lines go through Admin.WithLogger).
+		sdeps := sink.Deps{Logger: log.With("component", "sink", "client", "admin"), Registerer: b.reg}
+		err := b.waitFor(ctx, pipeline.KafkaService(b.kafka.Brokers), func(ctx context.Context) error {
 			a, err := sink.NewAdmin(ctx, b.kafka, sdeps)
 			if err != nil {
 				return err
@@ -134,7 +139,7 @@ func (b *bridge) connect(ctx context.Context, needs need) error {
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("connecting to Kafka: %w", err)
+			return fmt.Errorf("connecting to Kafka: %w", pipeline.NoAnswer(pipeline.KafkaService(b.kafka.Brokers), err))
 		}
 		b.closers = append(b.closers, b.admin.Close)
 	}
@@ -208,7 +213,8 @@ func (b *bridge) openStore(ctx context.Context) error {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("connecting to the Redis checkpoint store: %w", err)
+			return fmt.Errorf("connecting to the Redis checkpoint store: %w",
+				pipeline.NoAnswer("checkpoint store redis at "+cfg.Checkpoint.Redis.Addr, err))
 		}
 		b.store = rs
 		b.closers = append(b.closers, func() { _ = rs.Close() })
@@ -277,10 +283,10 @@ func (b *bridge) deps(id string) pipeline.Deps {
 		Store: b.store, Registry: b.registry, Control: b.control, ControlTopic: b.cfg.Kafka.ControlTopic,
 		ReplicationFactor: b.cfg.Kafka.ReplicationFactor, Version: buildVersion(), Now: time.Now,
 		RestartMin: b.cfg.Amp.ReconnectMin, RestartMax: b.cfg.Amp.ReconnectMax, Events: b.events,
-		Heads: func(ctx context.Context, sql string) (map[string]uint64, error) {
-			return pipeline.SyncedHeads(ctx, b.amp, sql)
+		Heads: func(ctx context.Context, sql string, opts ...source.StreamOption) (map[string]uint64, error) {
+			return pipeline.SyncedHeads(ctx, b.amp, sql, opts...)
 		},
-		FullEvery: b.fullEvery,
+		FullEvery: b.fullEvery, ProgressBar: b.progressBar,
 	}
 }
 
@@ -376,9 +382,36 @@ func (b *bridge) serveHTTP(ctx context.Context, addr string) (string, func(), er
 	}, nil
 }
 
+// defaultCommandTimeout bounds an operator command (status, verify,
+// rewind, schema) unless -timeout says otherwise.
+const defaultCommandTimeout = 30 * time.Second
+
+// openCommand is openFromFlags for an operator command: it adds -timeout
+// and returns ctx bounded by it, connecting included, so that a service
+// that accepts connections but never answers ends the command with an
+// error naming it (pipeline.NoAnswer) instead of hanging. Call cancel when
+// done.
+func openCommand(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer, quiet bool,
+	needs need) (context.Context, context.CancelFunc, *bridge, error) {
+	timeout := fs.Duration("timeout", defaultCommandTimeout, "give up when the services have not answered within this long (0: no limit)")
+	cfg, log, err := loadFromFlags(fs, args, stderr, quiet)
+	if err != nil {
+		return ctx, func() {}, nil, err
+	}
+	cancel := context.CancelFunc(func() {})
+	if *timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+	}
+	b, err := connect(ctx, cfg, log, needs)
+	if err != nil {
+		cancel()
+		return ctx, func() {}, nil, err
+	}
+	return ctx, cancel, b, nil
+}
+
 // openFromFlags parses a subcommand's flags (-c plus those fs already
-// has), loads and validates the configuration and connects a bridge. A
-// quiet bridge logs warnings only: it serves a one-shot command.
+// has), loads and validates the configuration and connects a bridge.
 func openFromFlags(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer, quiet bool, needs need) (*bridge, error) {
 	cfg, log, err := loadFromFlags(fs, args, stderr, quiet)
 	if err != nil {
@@ -387,8 +420,9 @@ func openFromFlags(ctx context.Context, fs *flag.FlagSet, args []string, stderr 
 	return connect(ctx, cfg, log, needs)
 }
 
-// loadFromFlags parses a subcommand's flags (-c, -set and those fs already
-// has), loads and validates the configuration and builds the logger.
+// loadFromFlags parses a subcommand's flags (-c plus those fs already
+// has), loads and validates the configuration and makes the command's
+// logger. A quiet command logs warnings only: it is a one-shot command.
 func loadFromFlags(fs *flag.FlagSet, args []string, stderr io.Writer, quiet bool) (*config.Config, *slog.Logger, error) {
 	path := fs.String("c", "bridge.yaml", "configuration file")
 	sets := config.SetFlags{}
@@ -404,7 +438,9 @@ func loadFromFlags(fs *flag.FlagSet, args []string, stderr io.Writer, quiet bool
 	if quiet {
 		lc.Level = "warn"
 	}
-	return cfg, newLogger(lc, stderr), nil
+	log := newLogger(lc, stderr)
+	setLibraryLogger(log)
+	return cfg, log, nil
 }
 
 func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
@@ -418,6 +454,10 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	b := newBridgeShell(cfg, log)
 	b.wait = true
 	defer b.close()
+	if cfg.Log.Format != "json" && isTerminal(stderr) {
+		// A bar for people at a terminal; JSON logs go to machines.
+		b.progressBar = stderr
+	}
 	_, stop, err := b.serveHTTP(ctx, cfg.HTTP.Addr)
 	if err != nil {
 		return err

@@ -64,6 +64,10 @@ type harness struct {
 	last uint64 // last committed block
 	rows int64  // rows committed
 	seen map[string]int
+	// lastOf is the last committed block per stream.
+	lastOf map[string]uint64
+	// log is the bridge's logger; nil means testLogger().
+	log *slog.Logger
 }
 
 func newHarness(t testing.TB, svc services, simCfg ampsim.Config, retention uint64) *harness {
@@ -90,7 +94,7 @@ func newHarness(t testing.TB, svc services, simCfg ampsim.Config, retention uint
 	cfg.Defaults()
 	cfg.HTTP.Addr = "off"
 	require.NoError(t, cfg.Validate())
-	return &harness{t: t, sim: sim, cfg: cfg, svc: svc, seen: map[string]int{}}
+	return &harness{t: t, sim: sim, cfg: cfg, svc: svc, seen: map[string]int{}, lastOf: map[string]uint64{}}
 }
 
 func testLogger() *slog.Logger {
@@ -110,7 +114,11 @@ func (h *harness) run() (stop func() error) {
 func (h *harness) runBridge() (stop func() error, b *bridge) {
 	h.t.Helper()
 	ctx, cancel := context.WithCancel(h.t.Context())
-	b, err := newBridge(ctx, h.cfg, testLogger())
+	log := h.log
+	if log == nil {
+		log = testLogger()
+	}
+	b, err := newBridge(ctx, h.cfg, log)
 	require.NoError(h.t, err)
 	// A checkpoint copy in every third watermark: the recoveries then
 	// roll forward over watermarks that carry only their state.
@@ -123,6 +131,7 @@ func (h *harness) runBridge() (stop func() error, b *bridge) {
 			h.rows += int64(e.Rows)
 			for _, r := range e.Ranges {
 				h.last = r.End
+				h.lastOf[e.Stream] = r.End
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/pipeline"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
 )
 
@@ -28,7 +29,7 @@ func Schema(ctx context.Context, amp *source.Client, sc config.StreamConfig, net
 	res := SchemaResult{Stream: sc.ID}
 	s, err := amp.Schema(ctx, sc.SQL)
 	if err != nil {
-		return res, fmt.Errorf("stream %s: planning its SQL at Amp: %w", sc.ID, err)
+		return res, fmt.Errorf("stream %s: planning its SQL at Amp: %w", sc.ID, pipeline.NoAnswer(pipeline.AmpService(amp), err))
 	}
 	var nets []string
 	if network != "" {

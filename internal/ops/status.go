@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/pipeline"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 )
@@ -23,6 +24,11 @@ type StreamStatus struct {
 	// streams only); BackfillErr is why they could not be read.
 	Backfill    []offsets.Partition
 	BackfillErr error
+	// BackfillProgress is what the partition records say of the
+	// backfill's progress: blocks done of the total, and the last run's
+	// rows/s and ETA when its records carry them (Progress.RowsPerSec and
+	// ETA say whether they are known). Zero without records.
+	BackfillProgress pipeline.Progress
 	// Heads is the block Amp has synced per network; HeadsErr is why Amp
 	// could not say (nil heads: not asked, the stream has no checkpoint).
 	Heads    map[string]uint64
@@ -68,12 +74,14 @@ func Status(ctx context.Context, store PartitionStore, heads func(ctx context.Co
 	switch {
 	case errors.Is(err, offsets.ErrNotFound):
 	case err != nil:
-		return st, fmt.Errorf("stream %s: loading its checkpoint: %w", sc.ID, err)
+		return st, fmt.Errorf("stream %s: loading its checkpoint: %w", sc.ID, pipeline.NoAnswer(pipeline.StoreService(store), err))
 	default:
 		st.Checkpoint, st.Age = &cp, now.Sub(cp.CommittedAt)
 	}
 	if sc.Backfill.Enabled {
 		st.Backfill, st.BackfillErr = store.Partitions(ctx, sc.ID)
+		st.BackfillErr = pipeline.NoAnswer(pipeline.StoreService(store), st.BackfillErr)
+		st.BackfillProgress = pipeline.PartitionProgress(st.Backfill)
 	}
 	if st.Checkpoint != nil && heads != nil {
 		st.Heads, st.HeadsErr = heads(ctx, sc.SQL)

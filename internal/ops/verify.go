@@ -101,9 +101,10 @@ func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyRe
 	version := v.Version
 	rep := VerifyReport{Stream: sc.ID}
 	// Where the stream has committed to: the newest watermark's cursor.
+	amp, kafka := pipeline.AmpService(v.Amp), pipeline.KafkaService(v.Reader.Brokers())
 	cursor, err := v.committedCursor(ctx, sc.ID)
 	if err != nil {
-		return rep, err
+		return rep, pipeline.NoAnswer(kafka, err)
 	}
 	if len(cursor) == 0 {
 		return rep, fmt.Errorf("stream %s has committed nothing yet (no watermark in control topic %s)", sc.ID, v.ControlTopic)
@@ -124,7 +125,7 @@ func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyRe
 	rep.UpToBlock = upTo
 	if !handover {
 		if err := v.checkCanonical(ctx, sc.SQL, cursor, cmp.Or(v.CanonicalWait, 3*time.Second)); err != nil {
-			return rep, err
+			return rep, pipeline.NoAnswer(amp, err)
 		}
 	}
 	if rep.Topic, err = sc.TopicName(cursor.Networks()); err != nil {
@@ -132,7 +133,7 @@ func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyRe
 	}
 	schema, err := v.Amp.Schema(ctx, sc.SQL)
 	if err != nil {
-		return rep, fmt.Errorf("planning the stream's SQL at Amp: %w", err)
+		return rep, fmt.Errorf("planning the stream's SQL at Amp: %w", pipeline.NoAnswer(amp, err))
 	}
 	encCfg, err := sc.EncodeConfig(rep.Topic, version)
 	if err != nil {
@@ -149,7 +150,7 @@ func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyRe
 	// Replay the topic: inserts, retractions, tombstones.
 	records, err := v.Reader.ReadTopic(ctx, rep.Topic)
 	if err != nil {
-		return rep, err
+		return rep, pipeline.NoAnswer(kafka, err)
 	}
 	live := map[string]rowState{} // "batch/row" -> state
 	batchRanges := map[string][]reorg.BlockRange{}
@@ -205,7 +206,7 @@ func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyRe
 	}
 	qs, err := v.Amp.Query(ctx, q)
 	if err != nil {
-		return rep, fmt.Errorf("querying Amp for the expected rows: %w", err)
+		return rep, fmt.Errorf("querying Amp for the expected rows: %w", pipeline.NoAnswer(amp, err))
 	}
 	defer qs.Close()
 	for {
@@ -214,7 +215,7 @@ func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyRe
 			break
 		}
 		if err != nil {
-			return rep, fmt.Errorf("reading the expected rows from Amp: %w", err)
+			return rep, fmt.Errorf("reading the expected rows from Amp: %w", pipeline.NoAnswer(amp, err))
 		}
 		if e.Kind != source.KindBatch || e.Batch == nil || e.Batch.NumRows() == 0 {
 			e.Release()

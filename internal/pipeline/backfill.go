@@ -81,7 +81,7 @@ func (r *Stream) backfill(ctx context.Context) error {
 	// must not hold the pod unready for all of it.
 	r.deps.Health.Ready()
 	queue := make(chan source.BlockSpan, len(plan.parts))
-	left := uint64(0)
+	total, left := plan.end-plan.from, uint64(0)
 	for _, p := range plan.parts {
 		if rest := subtractSpans(p, plan.done); len(rest) > 0 {
 			queue <- p
@@ -91,10 +91,25 @@ func (r *Stream) backfill(ctx context.Context) error {
 		}
 	}
 	r.backfillLeft.Store(left)
+	r.backfillRows.Store(0)
+	r.backfillStart = r.deps.Now()
 	r.deps.Metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(float64(left))
 	r.log.Info("backfill", "network", plan.network, "from", plan.from, "to", plan.end, "partitions", len(plan.parts),
-		"partitions_to_run", len(queue), "workers", len(workers), "column", plan.column)
+		"partitions_to_run", len(queue), "workers", len(workers), "column", plan.column, "blocks", total, "blocks_to_run", left)
 	close(queue)
+	snap := func() Progress {
+		return Progress{BlocksTotal: total, BlocksDone: total - r.backfillLeft.Load(), BlocksAtStart: total - left,
+			Rows: r.backfillRows.Load(), Elapsed: r.deps.Now().Sub(r.backfillStart)}
+	}
+	// The reporter stops when the workers do; its goroutine is waited for.
+	pctx, stopProgress := context.WithCancel(ctx)
+	report, finish := r.progressReporter()
+	reported := make(chan struct{})
+	go func() {
+		defer close(reported)
+		reportProgress(pctx, r.deps.ProgressEvery, snap, report)
+	}()
+	defer func() { stopProgress(); <-reported; finish() }()
 	g, gctx := errgroup.WithContext(ctx)
 	for _, w := range workers {
 		g.Go(func() error {
@@ -109,6 +124,10 @@ func (r *Stream) backfill(ctx context.Context) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	stopProgress()
+	<-reported
+	p := snap()
+	r.log.Info("backfill published", append([]any{"network", plan.network}, p.logAttrs()...)...)
 	return r.handover(ctx, plan.network, plan.end)
 }
 
@@ -197,7 +216,7 @@ func (r *Stream) probeSynced(ctx context.Context, col string) (reorg.BlockRange,
 // runQuery runs a batch query, hands each result batch to fn (which must
 // not keep it) and returns the completion batch's ranges and the rows seen.
 func (r *Stream) runQuery(ctx context.Context, sql string, fn func(arrow.RecordBatch) error) ([]reorg.BlockRange, int, error) {
-	q, err := r.deps.Amp.Query(ctx, sql)
+	q, err := r.deps.Amp.Query(ctx, sql, r.ampOpts()...)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -327,11 +346,18 @@ type backfillWorker struct {
 	enc  *encode.Encoder
 	out  encode.Batch
 	part source.BlockSpan // the partition being published
+	// runFrom is the first block this run publishes of the partition, rows
+	// the rows it has published of it.
+	runFrom uint64
+	rows    uint64
 }
 
 // partition publishes the blocks rest of partition p, step by step.
 func (w *backfillWorker) partition(ctx context.Context, p source.BlockSpan, rest []source.BlockSpan) error {
-	w.part = p
+	w.part, w.rows = p, 0
+	if len(rest) > 0 {
+		w.runFrom = rest[0].From
+	}
 	step := w.r.cfg.Backfill.StepBlocks
 	for _, s := range rest {
 		for a := s.From; a < s.To; {
@@ -406,9 +432,12 @@ func (w *backfillWorker) step(ctx context.Context, s source.BlockSpan, last bool
 	}
 	w.out.Reset()
 	r.deps.Metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(float64(r.backfillLeft.Add(^(s.Len() - 1))))
+	r.backfillRows.Add(uint64(rows))
+	w.rows += uint64(rows)
 	r.emit(Event{Kind: "backfill", BatchID: batchID, Ranges: ranges, Rows: rows})
 	rec := offsets.Partition{Stream: r.cfg.ID, From: w.part.From, To: w.part.To, Done: last,
-		Last: &reorg.Point{Number: s.To - 1}, UpdatedAt: r.deps.Now().UTC()}
+		Last: &reorg.Point{Number: s.To - 1}, UpdatedAt: r.deps.Now().UTC(),
+		RunStartedAt: r.backfillStart.UTC(), RunFrom: w.runFrom, Rows: w.rows}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	err = r.deps.Store.SavePartition(sctx, rec)
 	cancel()

@@ -104,13 +104,14 @@ func CursorText(c reorg.Cursor) string { return cursorText(c) }
 // query's completion metadata carries, per network, the synced range of
 // the tables the plan reads (amp-protocol.md §2.6), whatever rows it
 // returns. The query returns none: it is the backfill partition of the
-// empty span [0, 0) on _block_num.
-func SyncedHeads(ctx context.Context, amp *source.Client, sql string) (map[string]uint64, error) {
+// empty span [0, 0) on _block_num. opts configure the query (e.g. the
+// stream's logger, source.WithLogger).
+func SyncedHeads(ctx context.Context, amp *source.Client, sql string, opts ...source.StreamOption) (map[string]uint64, error) {
 	q, err := source.PartitionSQL(sql, "_block_num", 0, 0)
 	if err != nil {
 		return nil, err
 	}
-	st, err := amp.Query(ctx, q)
+	st, err := amp.Query(ctx, q, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -68,11 +69,19 @@ type Deps struct {
 	// demo, tests); nil means none.
 	Events func(Event)
 	// Heads asks Amp how far a query's tables are synced, per network
-	// (SyncedHeads); nil disables the head poller.
-	Heads func(ctx context.Context, sql string) (map[string]uint64, error)
+	// (SyncedHeads), passing opts to the query (the stream's logger); nil
+	// disables the head poller.
+	Heads func(ctx context.Context, sql string, opts ...source.StreamOption) (map[string]uint64, error)
 	// FullEvery is how often a watermark event carries the whole
 	// checkpoint; 0 means every 64th (tests lower it).
 	FullEvery int
+	// ProgressEvery is how often a running backfill reports its progress
+	// (blocks done of the total, rows/s, ETA); 0 means every 10s.
+	ProgressEvery time.Duration
+	// ProgressBar, when set (stderr is a terminal and the log is text),
+	// receives a one-line progress bar redrawn at each report instead of
+	// the "backfill progress" log lines. Never set it for the JSON format.
+	ProgressBar io.Writer
 }
 
 // Event is a human-readable account of one thing a stream did.
@@ -136,9 +145,23 @@ func New(cfg config.StreamConfig, deps Deps) *Stream {
 	if deps.StoreTimeout <= 0 {
 		deps.StoreTimeout = 10 * time.Second
 	}
+	if deps.ProgressEvery <= 0 {
+		deps.ProgressEvery = defaultProgressEvery
+	}
 	log := deps.Logger.With("stream", cfg.ID)
 	deps.Logger = log
+	if deps.Admin != nil {
+		// The Admin is shared by every stream; its lines name this one.
+		deps.Admin = deps.Admin.WithLogger(log.With("component", "sink"))
+	}
 	return &Stream{cfg: cfg, deps: deps, log: log}
+}
+
+// ampOpts are the options of the stream's Amp queries: the Flight client
+// is shared by every stream, so its reconnect warnings name this one only
+// through the stream's logger.
+func (r *Stream) ampOpts() []source.StreamOption {
+	return []source.StreamOption{source.WithLogger(r.log.With("component", "source"))}
 }
 
 // sinkDeps are the dependencies of the stream's producers and readers.
@@ -193,6 +216,10 @@ type Stream struct {
 	// backfillLeft counts the blocks the backfill's workers have still to
 	// publish (for amp_bridge_backfill_blocks_remaining).
 	backfillLeft atomic.Uint64
+	// backfillRows counts the rows this run of the backfill published.
+	backfillRows atomic.Uint64
+	// backfillStart is when this run of the backfill started.
+	backfillStart time.Time
 	// bfProds are the backfill workers' producers, created in setup.
 	bfProds []*sink.Producer
 	// hanging checks the topics the producers write for transactions the
@@ -319,14 +346,14 @@ func (r *Stream) connect(ctx context.Context) error {
 	r.deps.Metrics.Init(r.cfg.ID)
 	schema, err := r.deps.Amp.Schema(ctx, r.cfg.SQL)
 	if err != nil {
-		return fmt.Errorf("planning the stream's SQL at Amp: %w", err)
+		return fmt.Errorf("planning the stream's SQL at Amp: %w", NoAnswer(AmpService(r.deps.Amp), err))
 	}
 	r.schema = schema
 	r.fingerprint = fingerprintOf(r.cfg.SQL, schema)
 	r.topic, r.enc, r.topicID, r.topicEnd = "", nil, "", nil
 	if _, err := r.deps.Admin.EnsureTopics(ctx, sink.TopicSpec{Name: r.deps.ControlTopic, Kind: sink.TopicControl,
 		Partitions: 1, ReplicationFactor: int16(r.deps.ReplicationFactor)}); err != nil {
-		return fmt.Errorf("preparing the control topic of stream %s: %w", r.cfg.ID, err)
+		return fmt.Errorf("preparing the control topic of stream %s: %w", r.cfg.ID, NoAnswer(KafkaService(r.deps.Kafka.Brokers), err))
 	}
 
 	// What the coordinator decided for the producers' last transactions,
@@ -338,7 +365,7 @@ func (r *Stream) connect(ctx context.Context) error {
 	// previous instance and aborts its open transaction, so the control
 	// topic's last stable offset moves past it before we read.
 	if r.prod, err = sink.NewProducer(ctx, r.deps.Kafka, r.cfg.ID, r.sinkDeps()); err != nil {
-		return fmt.Errorf("starting the producer of stream %s: %w", r.cfg.ID, err)
+		return fmt.Errorf("starting the producer of stream %s: %w", r.cfg.ID, NoAnswer(KafkaService(r.deps.Kafka.Brokers), err))
 	}
 	// The backfill's workers too: a previous instance killed inside its
 	// backfill leaves their transactions open, and the control topic's
@@ -356,13 +383,16 @@ func (r *Stream) connect(ctx context.Context) error {
 		return fmt.Errorf("stream %s: checking the control topic for transactions left open: %w", r.cfg.ID, err)
 	}
 	if r.reader, err = sink.NewReader(ctx, r.deps.Kafka, r.sinkDeps()); err != nil {
-		return fmt.Errorf("starting the reader of stream %s: %w", r.cfg.ID, err)
+		return fmt.Errorf("starting the reader of stream %s: %w", r.cfg.ID, NoAnswer(KafkaService(r.deps.Kafka.Brokers), err))
 	}
 	dec, err := offsets.Recover(ctx, r.deps.Store, r.control(),
 		r.cfg.ID, r.fingerprint, r.deps.Now())
 	r.deps.Metrics.reconciliations.WithLabelValues(r.cfg.ID, dec.Outcome.String()).Inc()
 	if err != nil {
-		return fmt.Errorf("reconciling the checkpoint of stream %s with Kafka: %w", r.cfg.ID, err)
+		// Both the store and the control topic are read: either may be the
+		// one that did not answer.
+		return fmt.Errorf("reconciling the checkpoint of stream %s with Kafka: %w", r.cfg.ID,
+			NoAnswer(StoreService(r.deps.Store)+" or "+KafkaService(r.deps.Kafka.Brokers), err))
 	}
 	r.committed = dec.Checkpoint
 	r.lastFull, r.sinceFull = -1, 0
@@ -629,7 +659,7 @@ func (r *Stream) open(ctx context.Context) error {
 		_ = r.stream.Close()
 	}
 	r.log.Info("opening the Amp stream", "cursor", cursorText(r.resume))
-	s, err := r.deps.Amp.Stream(ctx, r.cfg.SQL, func() reorg.Cursor { return r.resume })
+	s, err := r.deps.Amp.Stream(ctx, r.cfg.SQL, func() reorg.Cursor { return r.resume }, r.ampOpts()...)
 	if err != nil {
 		return fmt.Errorf("opening stream %s at Amp: %w", r.cfg.ID, err)
 	}
@@ -1149,7 +1179,7 @@ func (r *Stream) pollHead(ctx context.Context) {
 	t := time.NewTicker(r.cfg.HeadPollInterval)
 	defer t.Stop()
 	for {
-		heads, err := r.deps.Heads(ctx, r.cfg.SQL)
+		heads, err := r.deps.Heads(ctx, r.cfg.SQL, r.ampOpts()...)
 		if err != nil && ctx.Err() == nil {
 			r.log.Debug("polling Amp's synced head", "err", err)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
 )
 
 // TestSupervisorBackoff runs the restart loop on virtual time: the pauses
@@ -77,7 +78,7 @@ func TestPollHead(t *testing.T) {
 		var head atomic.Uint64
 		head.Store(100)
 		s := New(config.StreamConfig{ID: "s", SQL: "SELECT 1", HeadPollInterval: 30 * time.Second},
-			Deps{Metrics: NewMetrics(reg), Heads: func(context.Context, string) (map[string]uint64, error) {
+			Deps{Metrics: NewMetrics(reg), Heads: func(context.Context, string, ...source.StreamOption) (map[string]uint64, error) {
 				calls.Add(1)
 				return map[string]uint64{"mainnet": head.Load()}, nil
 			}})
