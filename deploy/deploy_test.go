@@ -621,30 +621,11 @@ func unknownMetrics(expr string, known map[string]bool) ([]string, error) {
 	return bad, nil
 }
 
-func mustMatch(t *testing.T, re, s, what string) string {
-	t.Helper()
-	m := regexp.MustCompile(re).FindStringSubmatch(s)
-	require.NotNil(t, m, "%s: %s not found", what, re)
-	return m[1]
-}
-
 func readSource(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return string(b)
-}
-
-// moduleDir returns the module cache directory of a dependency.
-func moduleDir(t *testing.T, root, mod string) string {
-	t.Helper()
-	cmd := exec.CommandContext(t.Context(), "go", "list", "-m", "-f", "{{.Dir}}", mod)
-	cmd.Dir = root
-	out, err := cmd.Output()
-	require.NoError(t, err, "go list -m %s", mod)
-	dir := strings.TrimSpace(string(out))
-	require.DirExists(t, dir, "module %s is not in the module cache (go mod download)", mod)
-	return dir
 }
 
 // gatheredMetrics returns the names of the metrics the bridge's registry

@@ -443,6 +443,7 @@ func (w *fixedWriter) write(b []byte, i int) []byte {
 		return appendHex(b, v)
 	case FixedAsBytes:
 		return appendBytes(b, v)
+	case FixedAsFixed:
 	}
 	// Hashes and addresses are copied as machine words: four or three loads
 	// and stores instead of a memmove call.

@@ -46,7 +46,11 @@ func helperMain(mode string) int {
 		return 2
 	}
 	out := bufio.NewWriter(os.Stdout)
-	defer out.Flush()
+	defer func() {
+		if err := out.Flush(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
 	switch mode {
 	case "race":
 		versions, _ := strconv.Atoi(os.Getenv("OFFSETS_TEST_HELPER_VERSIONS"))

@@ -78,14 +78,14 @@ var (
 type HangingVerdict int
 
 const (
-	// HangingUnknown: the open transaction or its coordinator's state
+	// HangingUnknown means the open transaction or its coordinator's state
 	// could not be found (see HangingTransactionError.DescribeErr).
 	HangingUnknown HangingVerdict = iota
-	// HangingOngoing: its coordinator still runs it. It ends when its
+	// HangingOngoing means its coordinator still runs it. It ends when its
 	// producer commits or aborts it, or, at the latest, when the
 	// coordinator aborts it at its transaction timeout.
 	HangingOngoing
-	// HangingOrphaned: its coordinator has completed it (or runs another
+	// HangingOrphaned means its coordinator has completed it (or runs another
 	// transaction that does not include the partition) although the
 	// partition never received its marker. It never ends by itself: an
 	// operator must abort it (a Kafka broker bug, see the README).
@@ -216,6 +216,8 @@ func (e *HangingTransactionError) Error() string {
 		default:
 			b.WriteString("Whether it was committed is unknown: the abort discards its records on this partition. " + afterAbort)
 		}
+	case HangingUnknown:
+		fallthrough
 	default:
 		b.WriteString("Whether its coordinator still runs it is unknown")
 		if e.DescribeErr != nil {

@@ -73,7 +73,7 @@ func TestIntegrationHangingTransactionNamed(t *testing.T) {
 	assert.Equal(t, HangingOngoing, he.Verdict)
 	assert.Equal(t, time.Minute, he.TxnTimeout)
 	assert.WithinDuration(t, time.Now(), he.LastWrite, time.Minute)
-	assert.NoError(t, he.DescribeErr)
+	require.NoError(t, he.DescribeErr)
 	msg := err.Error()
 	for _, want := range []string{
 		fmt.Sprintf("%s/1", topic), fmt.Sprintf("producer id %d epoch %d", pid, epoch), fmt.Sprintf("%q", txnID),
@@ -99,7 +99,7 @@ func TestHangingTransactionErrorText(t *testing.T) {
 
 	committed := base
 	committed.Verdict, committed.CoordinatorState = HangingOrphaned, "CompleteCommit"
-	var err error = fmt.Errorf("reading control topic s.control: %w", &committed)
+	err := fmt.Errorf("reading control topic s.control: %w", &committed)
 	t.Logf("completed by its coordinator:\n%v", err)
 	assert.ErrorIs(t, err, ErrHangingTransaction)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)

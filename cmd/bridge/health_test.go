@@ -173,7 +173,7 @@ func TestReadinessFollowsAKafkaStall(t *testing.T) {
 // /readyz 503 naming the broker, logs each attempt, and publishes once the
 // broker is up; with startup_timeout it gives up with an error naming it.
 func TestRunWaitsForKafkaAtStart(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port
 	require.NoError(t, ln.Close())

@@ -205,7 +205,7 @@ func (b *bridge) openStore(ctx context.Context) error {
 			return fmt.Errorf("opening the checkpoint directory: %w", err)
 		}
 		b.store = fs
-	default:
+	case config.StoreRedis:
 		var rs *offsets.RedisStore
 		err := b.waitFor(ctx, "the checkpoint store, redis at "+cfg.Checkpoint.Redis.Addr, func(ctx context.Context) error {
 			var err error
@@ -386,8 +386,8 @@ func (b *bridge) serveHTTP(ctx context.Context, addr string) (string, func(), er
 // rewind, schema) unless -timeout says otherwise.
 const defaultCommandTimeout = 30 * time.Second
 
-// openCommand is openFromFlags for an operator command: it adds -timeout
-// and returns ctx bounded by it, connecting included, so that a service
+// openCommand loads the configuration (loadFromFlags) and connects for an
+// operator command: it adds -timeout and returns ctx bounded by it, connecting included, so that a service
 // that accepts connections but never answers ends the command with an
 // error naming it (pipeline.NoAnswer) instead of hanging. Call cancel when
 // done.
@@ -408,16 +408,6 @@ func openCommand(ctx context.Context, fs *flag.FlagSet, args []string, stderr io
 		return ctx, func() {}, nil, err
 	}
 	return ctx, cancel, b, nil
-}
-
-// openFromFlags parses a subcommand's flags (-c plus those fs already
-// has), loads and validates the configuration and connects a bridge.
-func openFromFlags(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer, quiet bool, needs need) (*bridge, error) {
-	cfg, log, err := loadFromFlags(fs, args, stderr, quiet)
-	if err != nil {
-		return nil, err
-	}
-	return connect(ctx, cfg, log, needs)
 }
 
 // loadFromFlags parses a subcommand's flags (-c plus those fs already

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -426,6 +425,6 @@ func TestEditDistance(t *testing.T) {
 		a, b string
 		want int
 	}{{"", "", 0}, {"kafka.broker", "kafka.brokers", 1}, {"partitons", "partitions", 1}, {"abc", "", 3}, {"kitten", "sitting", 3}} {
-		assert.Equal(t, tt.want, editDistance(tt.a, tt.b), fmt.Sprintf("%s/%s", tt.a, tt.b))
+		assert.Equal(t, tt.want, editDistance(tt.a, tt.b), "%s/%s", tt.a, tt.b)
 	}
 }

@@ -172,12 +172,11 @@ func (s *Stream) set(st State, reason string) {
 		x.since = t.now()
 	}
 	x.state, x.reason = st, reason
-	switch st {
-	case StateFailed, StateStopped:
-		t.up.WithLabelValues(s.id).Set(0)
-	default:
-		t.up.WithLabelValues(s.id).Set(1)
+	up := 1.0
+	if st == StateFailed || st == StateStopped {
+		up = 0
 	}
+	t.up.WithLabelValues(s.id).Set(up)
 	ready := 0.0
 	if st == StateReady {
 		ready = 1

@@ -61,7 +61,7 @@ func TestSupervisorBackoff(t *testing.T) {
 		}()
 		synctest.Wait() // the loop sleeps in its pause
 		cancel()
-		assert.NoError(t, <-done, "cancellation ends the loop without an error")
+		require.NoError(t, <-done, "cancellation ends the loop without an error")
 
 		assert.ErrorIs(t, sup.run(t.Context(), func(context.Context) error { return fmt.Errorf("x: %w", config.ErrInvalid) }),
 			config.ErrInvalid, "a configuration error is permanent")
