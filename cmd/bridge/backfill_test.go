@@ -121,7 +121,7 @@ func scenarioBackfill(t *testing.T, svc services) {
 	assert.Equal(t, [2]uint64{170, 170}, [2]uint64{prog.BlocksDone, prog.BlocksTotal})
 	assert.Equal(t, uint64(counts["r"]), prog.Rows, "the records count the rows published")
 	var out strings.Builder
-	printBackfill(&out, st)
+	st.WriteText(&out, "redis")
 	assert.Contains(t, out.String(), "backfill: 3 partition(s) recorded, 3 done; 170/170 blocks (100.0%)")
 
 	// A rewind does not reach into the backfilled blocks.

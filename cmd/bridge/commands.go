@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -82,7 +81,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer b.close()
 	reps, err := b.verify(ctx, *streamID)
 	for _, rep := range reps {
-		printReport(stdout, rep)
+		ops.WriteVerifyReport(stdout, rep)
 	}
 	return err
 }
@@ -117,21 +116,6 @@ func (b *bridge) verify(ctx context.Context, id string) ([]ops.VerifyReport, err
 	return reps, nil
 }
 
-func printReport(w io.Writer, v ops.VerifyReport) {
-	fmt.Fprintf(w, "verify %s (topic %s, blocks up to %d): %d records read, %d rows retracted\n",
-		v.Stream, v.Topic, v.UpToBlock, v.Records, v.Retracted)
-	fmt.Fprintf(w, "  expected %d rows: %d matching, %d missing, %d extra, %d duplicated, %d unretracted\n",
-		v.Expected, v.Matching, v.Missing, v.Extra, v.Duplicated, v.Unretracted)
-	for _, d := range v.Diffs {
-		fmt.Fprintf(w, "  %s\n", d)
-	}
-	if v.OK() {
-		fmt.Fprintln(w, "  verdict: OK (nothing missing, nothing extra, nothing duplicated)")
-	} else {
-		fmt.Fprintln(w, "  verdict: DIFFERENCES FOUND")
-	}
-}
-
 // cmdSchema prints the Avro schemas each stream registers.
 func cmdSchema(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("schema", flag.ContinueOnError)
@@ -152,24 +136,9 @@ func cmdSchema(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "# stream %s: subject %s\n%s\n", sc.ID, res.ValueSubject, indentJSON(res.Value))
-		if res.Key != "" {
-			fmt.Fprintf(stdout, "# stream %s: subject %s\n%s\n", sc.ID, res.KeySubject, indentJSON(res.Key))
-		}
+		res.WriteText(stdout)
 	}
 	return nil
-}
-
-func indentJSON(s string) string {
-	var v any
-	if err := json.Unmarshal([]byte(s), &v); err != nil {
-		return s
-	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return s
-	}
-	return string(b)
 }
 
 // cmdStatus prints each stream's checkpoint: cursor, version, last commit,
@@ -193,6 +162,8 @@ func (b *bridge) status(ctx context.Context, w io.Writer, now time.Time) (err er
 		h, err := pipeline.SyncedHeads(ctx, b.amp, sql)
 		return h, pipeline.NoAnswer(pipeline.AmpService(b.amp), err)
 	}
+	// What a running bridge says of its streams, when it serves /readyz.
+	running, runErr := ops.RunningHealth(ctx, b.cfg.HTTP.Addr)
 	// A service that did not answer before the command's deadline fails
 	// the command once everything it could say is printed.
 	var unanswered error
@@ -206,57 +177,14 @@ func (b *bridge) status(ctx context.Context, w io.Writer, now time.Time) (err er
 		if err != nil {
 			return err
 		}
-		unanswered = cmp.Or(unanswered, st.HeadsErr, st.BackfillErr)
-		if st.Checkpoint == nil {
-			fmt.Fprintf(w, "%s: no checkpoint yet (store %s)\n", sc.ID, store)
-			printBackfill(w, st)
-			continue
-		}
-		cp := st.Checkpoint
-		fmt.Fprintf(w, "%s: cursor %s\n", sc.ID, pipeline.CursorText(cp.Cursor()))
-		fmt.Fprintf(w, "  checkpoint version %d, committed %s (%s ago), store %s\n", cp.Version,
-			cp.CommittedAt.Format(time.RFC3339), st.Age.Round(time.Second), store)
-		fmt.Fprintf(w, "  retained batches %d (retention %d blocks), next sequence %d, control offset %d\n",
-			len(cp.Batches), sc.RetentionBlocks, cp.Snapshot.Next, cp.ControlOffset)
-		printBackfill(w, st)
-		if st.HeadsErr != nil {
-			fmt.Fprintf(w, "  head lag: unknown (%v)\n", st.HeadsErr)
-			continue
-		}
-		for _, net := range cp.Cursor().Networks() {
-			lag, ok := st.Lag(net)
-			if !ok {
-				fmt.Fprintf(w, "  head lag %s: unknown (Amp reports no synced range for it)\n", net)
-				continue
+		if running != nil {
+			if r, ok := running.Streams[sc.ID]; ok {
+				st.Running = &r
 			}
-			fmt.Fprintf(w, "  head lag %s: %d block(s) (Amp synced to %d)\n", net, lag, st.Heads[net])
 		}
+		st.RunningErr = runErr
+		unanswered = cmp.Or(unanswered, st.HeadsErr, st.BackfillErr)
+		st.WriteText(w, store)
 	}
 	return nil
-}
-
-// printBackfill prints the partition records of the stream's backfill.
-func printBackfill(w io.Writer, st ops.StreamStatus) {
-	if st.BackfillErr != nil {
-		fmt.Fprintf(w, "  backfill: unknown (%v)\n", st.BackfillErr)
-		return
-	}
-	if st.Backfill == nil {
-		return
-	}
-	done := 0
-	for _, p := range st.Backfill {
-		if p.Done {
-			done++
-		}
-	}
-	fmt.Fprintf(w, "  backfill: %d partition(s) recorded, %d done; %s\n", len(st.Backfill), done, st.BackfillProgress)
-	for _, p := range st.Backfill {
-		switch {
-		case p.Done:
-			fmt.Fprintf(w, "    [%d, %d) done\n", p.From, p.To)
-		case p.Last != nil:
-			fmt.Fprintf(w, "    [%d, %d) published up to block %d\n", p.From, p.To, p.Last.Number)
-		}
-	}
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/liblog"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/ops"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/pipeline"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
@@ -58,7 +60,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 		logLevel = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel}))
-	setLibraryLogger(log)
+	liblog.Use(log)
 
 	sim, err := ampsim.New(ampsim.Config{
 		NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 10, TxPerBlock: o.txPerBlock, LogsPerTx: 1},
@@ -202,7 +204,7 @@ wait:
 	b.verifyWait = time.Second // the simulated chain has stopped: nothing newer will come
 	reps, err := b.verify(ctx, "demo")
 	for _, rep := range reps {
-		printReport(stdout, rep)
+		ops.WriteVerifyReport(stdout, rep)
 	}
 	return err
 }

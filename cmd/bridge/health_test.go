@@ -22,6 +22,7 @@ import (
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/health"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/ops"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
 )
@@ -63,6 +64,17 @@ func TestPermanentErrorStopsOnlyItsStream(t *testing.T) {
 	assert.Contains(t, rep.Reason, `key_columns names "tx_hahs"`)
 	assert.Contains(t, rep.Reason, "tx_hash", "the error lists the query's columns")
 	assert.InDelta(t, 0, gaugeValue(t, b.reg, "amp_bridge_stream_up", bad.ID), 0)
+	// bridge status shows what the running bridge's /readyz says.
+	addr, stopHTTP, err := b.serveHTTP(t.Context(), "127.0.0.1:0")
+	require.NoError(t, err)
+	defer stopHTTP()
+	running, err := ops.RunningHealth(t.Context(), addr)
+	require.NoError(t, err)
+	assert.Equal(t, health.StateFailed, running.Streams[bad.ID].State)
+	var out strings.Builder
+	ops.StreamStatus{Stream: bad.ID, Running: new(running.Streams[bad.ID])}.WriteText(&out, "redis")
+	assert.Contains(t, out.String(), bad.ID+`: running bridge says failed: `)
+	assert.Contains(t, out.String(), `key_columns names "tx_hahs"`)
 
 	h.waitHead()
 	h.sim.Mine(4)
@@ -70,7 +82,7 @@ func TestPermanentErrorStopsOnlyItsStream(t *testing.T) {
 	assert.True(t, streamReport(b, good.ID).Ready, "the other stream is ready")
 	assert.InDelta(t, 1, gaugeValue(t, b.reg, "amp_bridge_stream_up", good.ID), 0)
 	assert.False(t, b.health.Report().Ready, "the process is not ready while a stream has failed")
-	err := stop()
+	err = stop()
 	require.ErrorIs(t, err, encode.ErrKeyColumn, "run returns the failed stream's error")
 	requireClean(t, h.verify())
 }

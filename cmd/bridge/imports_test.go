@@ -28,7 +28,9 @@ func TestImportGraph(t *testing.T) {
 		"internal/tlsconfig": {},
 		"internal/config":    {"reorg", "schemas", "encode", "sink", "source", "offsets", "internal/tlsconfig"},
 		"internal/pipeline":  {"reorg", "schemas", "encode", "sink", "source", "offsets", "internal/config", "internal/tlsconfig"},
-		"internal/ops":       {"reorg", "schemas", "encode", "sink", "source", "offsets", "internal/config", "internal/pipeline", "internal/tlsconfig"},
+		"internal/ops":       {"reorg", "schemas", "encode", "sink", "source", "offsets", "internal/config", "internal/pipeline", "internal/tlsconfig", "internal/health"},
+		"internal/health":    {},
+		"internal/liblog":    {},
 	}
 	forbiddenThirdParty := map[string][]string{
 		"reorg":   {"github.com/", "google.golang.org/"},

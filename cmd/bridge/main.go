@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/liblog"
 )
 
 // version is set with -ldflags "-X main.version=…"; otherwise it comes from
@@ -57,7 +58,7 @@ BRIDGE_CHECKPOINT_REDIS_PASSWORD.
 func main() {
 	// go-redis's and gRPC's loggers are process-global and gRPC's must be
 	// set before any gRPC call: installed here, once (liblog.go).
-	routeLibraryLogs()
+	liblog.Install()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -7,22 +7,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/health"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/liblog"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/pipeline"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
@@ -156,43 +153,15 @@ func (b *bridge) connect(ctx context.Context, needs need) error {
 	return nil
 }
 
-// waitFor calls open once, or, when b.wait is set, until it succeeds,
-// pausing with a capped, jittered exponential backoff (amp.reconnect_min
-// to amp.reconnect_max) and logging each failed attempt with the service's
-// name and address; startup_timeout (0: none) ends the wait with an error
-// naming the service and its last error.
+// waitFor calls open once, or, when b.wait is set (bridge run), until it
+// succeeds (health.Tracker.Wait, backoff amp.reconnect_min to
+// amp.reconnect_max, startup_timeout).
 func (b *bridge) waitFor(ctx context.Context, service string, open func(context.Context) error) error {
-	err := open(ctx)
-	if err == nil || !b.wait {
-		return err
+	if !b.wait {
+		return open(ctx)
 	}
-	if t := b.cfg.StartupTimeout; t > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, t)
-		defer cancel()
-	}
-	pause := b.cfg.Amp.ReconnectMin
-	for attempt := 1; ; attempt++ {
-		b.log.Warn("waiting for a service at start", "service", service, "attempt", attempt, "retry_in", pause, "err", err)
-		for _, sc := range b.cfg.Streams {
-			b.health.Stream(sc.ID).NotReady(fmt.Sprintf("waiting for %s at start (attempt %d): %v", service, attempt, err))
-		}
-		t := time.NewTimer(pause + rand.N(pause/5+1))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("%s did not answer within startup_timeout %s (%d attempts): %w", service, b.cfg.StartupTimeout, attempt, err)
-			}
-			return ctx.Err()
-		case <-t.C:
-		}
-		if err = open(ctx); err == nil {
-			b.log.Info("service answers", "service", service, "attempts", attempt+1)
-			return nil
-		}
-		pause = min(2*pause, b.cfg.Amp.ReconnectMax)
-	}
+	return b.health.Wait(ctx, health.Wait{Service: service, Min: b.cfg.Amp.ReconnectMin, Max: b.cfg.Amp.ReconnectMax,
+		Timeout: b.cfg.StartupTimeout, TimeoutKey: "startup_timeout"}, open)
 }
 
 // openStore opens the checkpoint store the config names.
@@ -343,43 +312,9 @@ func (b *bridge) notReady() []string {
 	return out
 }
 
-// serveHTTP serves /metrics, /livez and /readyz; it returns the address
-// it listens on and a function that stops it.
+// serveHTTP serves /metrics, /livez and /readyz (health.Serve).
 func (b *bridge) serveHTTP(ctx context.Context, addr string) (string, func(), error) {
-	if addr == "" || addr == "off" {
-		return "", func() {}, nil
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(b.reg, promhttp.HandlerOpts{Registry: b.reg}))
-	mux.HandleFunc("/livez", b.health.ServeLive)
-	mux.HandleFunc("/readyz", b.health.ServeReady)
-	if b.cfg.HTTP.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	lc := net.ListenConfig{}
-	ln, err := lc.Listen(ctx, "tcp", addr)
-	if err != nil {
-		return "", nil, fmt.Errorf("listening for metrics on %s (config http.addr): %w", addr, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			b.log.Warn("metrics server stopped", "err", err)
-		}
-	}()
-	b.log.Info("serving /metrics, /livez, /readyz", "addr", ln.Addr().String())
-	return ln.Addr().String(), func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		<-done
-	}, nil
+	return health.Serve(ctx, addr, b.reg, b.health, b.cfg.HTTP.Pprof, b.log)
 }
 
 // defaultCommandTimeout bounds an operator command (status, verify,
@@ -429,7 +364,7 @@ func loadFromFlags(fs *flag.FlagSet, args []string, stderr io.Writer, quiet bool
 		lc.Level = "warn"
 	}
 	log := newLogger(lc, stderr)
-	setLibraryLogger(log)
+	liblog.Use(log)
 	return cfg, log, nil
 }
 

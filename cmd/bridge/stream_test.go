@@ -183,7 +183,7 @@ func (h *harness) verify() ops.VerifyReport {
 	}
 	require.Len(h.t, reps, 1)
 	var out strings.Builder
-	printReport(&out, reps[0])
+	ops.WriteVerifyReport(&out, reps[0])
 	h.t.Log(out.String())
 	return reps[0]
 }

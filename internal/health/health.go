@@ -15,6 +15,8 @@
 // bug only a restart clears). Waiting for Amp to send data is not tracked:
 // a quiet chain is healthy.
 //
+// Serve serves the endpoints, with /metrics beside them.
+//
 // Probes check the services shared by every stream (the registry, the
 // checkpoint store, Kafka) every Config.ProbeInterval; a failing probe makes
 // every stream not ready until it passes again.

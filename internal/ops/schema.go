@@ -2,7 +2,9 @@ package ops
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
@@ -51,4 +53,25 @@ func Schema(ctx context.Context, amp *source.Client, sc config.StreamConfig, net
 		res.KeySubject, res.Key = encode.KeySubject(res.Topic), schemas.Key
 	}
 	return res, nil
+}
+
+// WriteText writes the schemas for people (bridge schema), indented, each
+// under a line naming its subject.
+func (r SchemaResult) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "# stream %s: subject %s\n%s\n", r.Stream, r.ValueSubject, indentJSON(r.Value))
+	if r.Key != "" {
+		fmt.Fprintf(w, "# stream %s: subject %s\n%s\n", r.Stream, r.KeySubject, indentJSON(r.Key))
+	}
+}
+
+func indentJSON(s string) string {
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return s
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return s
+	}
+	return string(b)
 }

@@ -2,11 +2,15 @@ package ops
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"time"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/health"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/pipeline"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
@@ -33,6 +37,12 @@ type StreamStatus struct {
 	// could not say (nil heads: not asked, the stream has no checkpoint).
 	Heads    map[string]uint64
 	HeadsErr error
+	// Retention is the stream's retention_blocks.
+	Retention uint64
+	// Running is what a running bridge's /readyz says of the stream (nil:
+	// no bridge answered at http.addr); RunningErr why none did.
+	Running    *health.StreamReport
+	RunningErr error
 }
 
 // Lag returns the blocks between Amp's synced head and the committed
@@ -69,7 +79,7 @@ type PartitionStore interface {
 // is reported in HeadsErr.
 func Status(ctx context.Context, store PartitionStore, heads func(ctx context.Context, sql string) (map[string]uint64, error),
 	sc config.StreamConfig, now time.Time) (StreamStatus, error) {
-	st := StreamStatus{Stream: sc.ID}
+	st := StreamStatus{Stream: sc.ID, Retention: sc.RetentionBlocks}
 	cp, err := store.Load(ctx, sc.ID)
 	switch {
 	case errors.Is(err, offsets.ErrNotFound):
@@ -87,4 +97,93 @@ func Status(ctx context.Context, store PartitionStore, heads func(ctx context.Co
 		st.Heads, st.HeadsErr = heads(ctx, sc.SQL)
 	}
 	return st, nil
+}
+
+// RunningHealth asks the bridge serving addr (http.addr) for its /readyz
+// report; nil without an error when addr is off.
+func RunningHealth(ctx context.Context, addr string) (*health.Report, error) {
+	if addr == "" || addr == "off" {
+		return nil, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, "http://"+addr+"/readyz", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("no bridge answers at http.addr %s: %w", addr, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var rep health.Report
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&rep); err != nil {
+		return nil, fmt.Errorf("reading /readyz of the bridge at %s: %w", addr, err)
+	}
+	return &rep, nil
+}
+
+// WriteText writes the status for people (bridge status); store names the
+// checkpoint store.
+func (s StreamStatus) WriteText(w io.Writer, store string) {
+	switch {
+	case s.Running != nil:
+		fmt.Fprintf(w, "%s: running bridge says %s", s.Stream, s.Running.State)
+		if s.Running.Reason != "" {
+			fmt.Fprintf(w, ": %s", s.Running.Reason)
+		}
+		fmt.Fprintln(w)
+	case s.RunningErr != nil:
+		fmt.Fprintf(w, "%s: running bridge: unknown (%v)\n", s.Stream, s.RunningErr)
+	}
+	if s.Checkpoint == nil {
+		fmt.Fprintf(w, "%s: no checkpoint yet (store %s)\n", s.Stream, store)
+		s.writeBackfill(w)
+		return
+	}
+	cp := s.Checkpoint
+	fmt.Fprintf(w, "%s: cursor %s\n", s.Stream, pipeline.CursorText(cp.Cursor()))
+	fmt.Fprintf(w, "  checkpoint version %d, committed %s (%s ago), store %s\n", cp.Version,
+		cp.CommittedAt.Format(time.RFC3339), s.Age.Round(time.Second), store)
+	fmt.Fprintf(w, "  retained batches %d (retention %d blocks), next sequence %d, control offset %d\n",
+		len(cp.Batches), s.Retention, cp.Snapshot.Next, cp.ControlOffset)
+	s.writeBackfill(w)
+	if s.HeadsErr != nil {
+		fmt.Fprintf(w, "  head lag: unknown (%v)\n", s.HeadsErr)
+		return
+	}
+	for _, net := range cp.Cursor().Networks() {
+		lag, ok := s.Lag(net)
+		if !ok {
+			fmt.Fprintf(w, "  head lag %s: unknown (Amp reports no synced range for it)\n", net)
+			continue
+		}
+		fmt.Fprintf(w, "  head lag %s: %d block(s) (Amp synced to %d)\n", net, lag, s.Heads[net])
+	}
+}
+
+// writeBackfill writes the partition records of the stream's backfill.
+func (s StreamStatus) writeBackfill(w io.Writer) {
+	if s.BackfillErr != nil {
+		fmt.Fprintf(w, "  backfill: unknown (%v)\n", s.BackfillErr)
+		return
+	}
+	if s.Backfill == nil {
+		return
+	}
+	done := 0
+	for _, p := range s.Backfill {
+		if p.Done {
+			done++
+		}
+	}
+	fmt.Fprintf(w, "  backfill: %d partition(s) recorded, %d done; %s\n", len(s.Backfill), done, s.BackfillProgress)
+	for _, p := range s.Backfill {
+		switch {
+		case p.Done:
+			fmt.Fprintf(w, "    [%d, %d) done\n", p.From, p.To)
+		case p.Last != nil:
+			fmt.Fprintf(w, "    [%d, %d) published up to block %d\n", p.From, p.To, p.Last.Number)
+		}
+	}
 }

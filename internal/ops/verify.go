@@ -501,3 +501,19 @@ func unionValue(v any) any {
 	}
 	return v
 }
+
+// WriteVerifyReport writes v for people (bridge verify).
+func WriteVerifyReport(w io.Writer, v VerifyReport) {
+	fmt.Fprintf(w, "verify %s (topic %s, blocks up to %d): %d records read, %d rows retracted\n",
+		v.Stream, v.Topic, v.UpToBlock, v.Records, v.Retracted)
+	fmt.Fprintf(w, "  expected %d rows: %d matching, %d missing, %d extra, %d duplicated, %d unretracted\n",
+		v.Expected, v.Matching, v.Missing, v.Extra, v.Duplicated, v.Unretracted)
+	for _, d := range v.Diffs {
+		fmt.Fprintf(w, "  %s\n", d)
+	}
+	if v.OK() {
+		fmt.Fprintln(w, "  verdict: OK (nothing missing, nothing extra, nothing duplicated)")
+	} else {
+		fmt.Fprintln(w, "  verdict: DIFFERENCES FOUND")
+	}
+}

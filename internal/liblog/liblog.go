@@ -1,4 +1,14 @@
-package main
+// Package liblog routes the process-global loggers of go-redis and gRPC
+// through log/slog.
+//
+// Neither library takes a logger per client: go-redis writes unstructured
+// lines ("redis: …" on stderr) through the logger redis.SetLogger sets,
+// gRPC through the one grpclog.SetLoggerV2 sets, which must happen before
+// any gRPC call. They are the one exception to the injected logger (style
+// H11): main calls Install once, before any client exists, and each command
+// points the adapters at its own logger with Use, so their lines come out
+// in the configured format and level with a component attribute.
+package liblog
 
 import (
 	"context"
@@ -11,15 +21,6 @@ import (
 	"google.golang.org/grpc/grpclog"
 )
 
-// The process-global loggers of go-redis and gRPC. Neither library takes a
-// logger per client: go-redis writes unstructured lines ("redis: …" on
-// stderr) through the logger redis.SetLogger sets, gRPC through the one
-// grpclog.SetLoggerV2 sets, which must happen before any gRPC call. They
-// are the one exception to the injected logger (style H11): main installs
-// adapters once, before any client exists, and each command points them at
-// its own logger (setLibraryLogger), so their lines come out in the
-// configured format and level with a component attribute.
-
 // libraryLog is the logger the global adapters write to; nil discards.
 type libraryLog struct{ l atomic.Pointer[slog.Logger] }
 
@@ -31,18 +32,19 @@ func (ll *libraryLog) logger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// libraryLogs is what main installs into go-redis and gRPC.
+// libraryLogs is what Install installs into go-redis and gRPC: the one
+// package-level variable, as the libraries' loggers are process-global.
 var libraryLogs libraryLog
 
-// routeLibraryLogs installs the adapters into go-redis and gRPC. Call it
-// once, from main, before any client is created.
-func routeLibraryLogs() {
+// Install installs the adapters into go-redis and gRPC. Call it once, from
+// main, before any client is created.
+func Install() {
 	redis.SetLogger(redisLogger{&libraryLogs})
 	grpclog.SetLoggerV2(grpcLogger{&libraryLogs})
 }
 
-// setLibraryLogger points the installed adapters at the command's logger.
-func setLibraryLogger(l *slog.Logger) { libraryLogs.l.Store(l) }
+// Use points the installed adapters at l (a command's logger).
+func Use(l *slog.Logger) { libraryLogs.l.Store(l) }
 
 // redisLogger adapts go-redis's Printf logger. go-redis logs only trouble
 // (at its default level, errors), without a level of its own: its lines
