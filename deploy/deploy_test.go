@@ -34,6 +34,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/health"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/pipeline"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
@@ -647,6 +648,7 @@ func gatheredMetrics(t *testing.T) (known, own map[string]bool) {
 	}
 	ownReg := prometheus.NewRegistry()
 	pipeline.NewMetrics(ownReg).Init("s", "mainnet")
+	health.New(health.Config{}, ownReg, nil, nil).Stream("s")
 	own = names(ownReg)
 
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1))
