@@ -376,8 +376,17 @@ func TestGoroutines_TenReconnects(t *testing.T) {
 	srv.mu.Lock()
 	srv.infos = 0
 	srv.mu.Unlock()
-	time.Sleep(50 * time.Millisecond)
+	// The baseline once the warm-up call's goroutines have settled: the
+	// same count twice in a row, 10 ms apart.
 	base, baseStack := goroutines()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		n, st := goroutines()
+		if n == base {
+			break
+		}
+		base, baseStack = n, st
+	}
 
 	s, err := c.Stream(t.Context(), "SELECT 1", fixedCursor(nil))
 	require.NoError(t, err)
