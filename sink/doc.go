@@ -34,7 +34,9 @@
 //   - ErrFenced: ProducerFenced, InvalidProducerEpoch,
 //     TransactionalIDAuthorizationFailed or ClusterAuthorizationFailed.
 //     Another instance runs this stream (or the credentials changed): stop
-//     and exit non-zero.
+//     and exit non-zero. An InvalidProducerEpoch of a transaction open for
+//     longer than TransactionTimeout is the broker's abort of it (it bumps
+//     the epoch) and is ErrUnknownOutcome instead.
 //   - ErrUnknownOutcome: EndTransaction failed without a definite answer
 //     (transport error, timeout, UNKNOWN_SERVER_ERROR), or the producer is
 //     in a state it cannot leave. Close the Producer, restart, and re-derive

@@ -13,7 +13,8 @@ import (
 // can map it to one outcome (style H10).
 var (
 	// ErrFenced means another producer with the same transactional id took
-	// over (ProducerFenced, InvalidProducerEpoch) or the producer lost the
+	// over (ProducerFenced, InvalidProducerEpoch of a transaction younger
+	// than the transaction timeout) or the producer lost the
 	// right to use its transactional id (TransactionalIDAuthorizationFailed,
 	// ClusterAuthorizationFailed). The Producer is unusable; the process
 	// must stop and exit non-zero: a second bridge instance is running the

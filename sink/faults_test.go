@@ -404,3 +404,46 @@ func TestScanControlChunks(t *testing.T) {
 	err = r.ScanControl(ctx, "control", 0, b.End, func([]ReadRecord) error { return stop })
 	assert.Same(t, stop, err)
 }
+
+// TestInvalidEpochAfterTransactionTimeout: INVALID_PRODUCER_EPOCH means
+// another instance took over, unless the transaction was open longer than
+// the transaction timeout: then the broker aborted it (and bumped the
+// epoch), and the stream must restart with a new producer, not stop.
+func TestInvalidEpochAfterTransactionTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		open        time.Duration
+		code        int16
+		want        error
+		errContains string
+	}{
+		{name: "within the timeout", open: time.Second, code: kerr.InvalidProducerEpoch.Code, want: ErrFenced},
+		{name: "past the timeout", open: 6 * time.Second, code: kerr.InvalidProducerEpoch.Code, want: ErrUnknownOutcome,
+			errContains: "longer than kafka.transaction_timeout (5s)"},
+		{name: "producer fenced past the timeout", open: 6 * time.Second, code: kerr.ProducerFenced.Code, want: ErrFenced},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, cfg := newCluster(t)
+			cfg.TransactionTimeout = 5 * time.Second
+			cfg.ReadTimeout = 10 * time.Second
+			createTopic(t, cfg, "data", 1)
+			var offset atomic.Int64
+			now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+			p := newProducer(t, cfg, "s", Deps{Now: now})
+			ctx := testCtx(t)
+			require.NoError(t, p.Begin())
+			require.NoError(t, p.Produce(ctx, dataRecord("data", "k", 0)))
+			offset.Store(int64(tc.open))
+			failProduce(c, tc.code)
+			_, err := p.Commit(ctx)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, tc.want)
+			if tc.want == ErrUnknownOutcome {
+				assert.NotErrorIs(t, err, ErrFenced)
+			}
+			if tc.errContains != "" {
+				assert.ErrorContains(t, err, tc.errContains)
+			}
+		})
+	}
+}

@@ -498,6 +498,10 @@ func (p *Producer) Commit(ctx context.Context) (Committed, error) {
 		case err == nil:
 		case errors.Is(err, kerr.OperationNotAttempted), errors.Is(err, kerr.TransactionAbortable):
 			return Committed{}, p.abort(ctx, "not_attempted", fmt.Errorf("ending transaction (commit not attempted): %w", err))
+		case p.expiredEpoch(t, err):
+			p.finish(t, "expired")
+			p.broken = ErrUnknownOutcome
+			return Committed{}, p.expiredErr(t, "committing", err)
 		case isFenced(err):
 			p.finish(t, "fenced")
 			p.broken = ErrFenced
@@ -570,6 +574,10 @@ func (p *Producer) abort(ctx context.Context, reason string, cause error) error 
 		cause = fmt.Errorf("producing: %w", recErr)
 	}
 	switch {
+	case fenced && p.expiredEpoch(t, cause, recErr, endErr):
+		p.finish(t, "expired")
+		p.broken = ErrUnknownOutcome
+		return p.expiredErr(t, "aborting", errors.Join(cause, recErr, endErr))
 	case fenced:
 		p.finish(t, "fenced")
 		p.broken = ErrFenced
@@ -730,6 +738,43 @@ func (p *Producer) Close(ctx context.Context) error {
 		p.cl.Close()
 	})
 	return err
+}
+
+// expiredEpoch reports whether the fencing errors errs are the broker's
+// abort of transaction t for outliving kafka.transaction_timeout: an
+// INVALID_PRODUCER_EPOCH (the coordinator bumps the epoch when it aborts a
+// timed-out transaction, KIP-890), no PRODUCER_FENCED or authorization
+// error, and t open for at least the timeout. Another instance's
+// InitProducerID answers PRODUCER_FENCED to this one's EndTxn; a transaction
+// that outlived its timeout is aborted whoever else runs, so restarting with
+// a new producer (which fences any other instance) is right either way.
+func (p *Producer) expiredEpoch(t *txn, errs ...error) bool {
+	if p.now().Sub(t.began) < p.cfg.TransactionTimeout {
+		return false
+	}
+	epoch := false
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.TransactionalIDAuthorizationFailed),
+			errors.Is(err, kerr.ClusterAuthorizationFailed):
+			return false
+		case errors.Is(err, kerr.InvalidProducerEpoch):
+			epoch = true
+		}
+	}
+	return epoch
+}
+
+// expiredErr is the ErrUnknownOutcome of a transaction the broker aborted
+// for outliving its timeout: nothing of it is visible, and the producer's
+// epoch is stale, so a new producer must resume from the checkpoint.
+func (p *Producer) expiredErr(t *txn, doing string, err error) error {
+	p.log.Warn("the transaction outlived kafka.transaction_timeout and the broker aborted it; restarting with a new producer",
+		"open_for", p.now().Sub(t.began).Round(time.Millisecond), "transaction_timeout", p.cfg.TransactionTimeout, "err", err)
+	return fmt.Errorf("%w: %s transaction %s: it was open for %s, longer than kafka.transaction_timeout (%s), and the broker aborted it "+
+		"(nothing of it is visible; a new producer resumes from the checkpoint): %w",
+		ErrUnknownOutcome, doing, p.txnID, p.now().Sub(t.began).Round(time.Millisecond), p.cfg.TransactionTimeout, err)
 }
 
 // isFenced reports whether err means the producer lost its transactional id.

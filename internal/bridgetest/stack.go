@@ -1,6 +1,7 @@
 package bridgetest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,9 @@ type Stack struct {
 	Bin string
 	// Stream is the id of the run's one stream.
 	Stream string
+	// AmpAddr is the Flight address the bridge is given (a proxy's, say);
+	// "" means Sim.Addr().
+	AmpAddr string
 
 	// CfgPath is the bridge's YAML file.
 	CfgPath string
@@ -63,6 +67,8 @@ type Stack struct {
 // every run has (WriteConfig). Kafka, Sections and Stream are YAML written
 // as at the top level; WriteConfig indents them.
 type Config struct {
+	// Amp holds more settings of the amp section.
+	Amp string
 	// Name is the transactional id prefix and names the topics; it must be
 	// unique on shared services (testenv.UniqueName).
 	Name string
@@ -77,7 +83,7 @@ type Config struct {
 	Stream string
 }
 
-// WriteConfig writes Dir/bridge.yaml: the simulator as Amp (reconnecting
+// WriteConfig writes Dir/bridge.yaml: the simulator (or AmpAddr) as Amp (reconnecting
 // within 50ms..1s), the brokers with the control topic <Name>.control and
 // replication factor 1, the registry, and the stream s.Stream publishing
 // c.SQL to <Name>.transactions in 2 partitions; with c's settings added. It
@@ -88,7 +94,7 @@ func (s *Stack) WriteConfig(t testing.TB, c Config) {
   addr: %[1]s
   reconnect_min: 50ms
   reconnect_max: 1s
-kafka:
+%[10]skafka:
   brokers: [%[2]s]
   transactional_id_prefix: %[3]s
   control_topic: %[3]s.control
@@ -100,8 +106,8 @@ kafka:
     sql: %[8]q
     topic: %[3]s.transactions
     partitions: 2
-%[9]s`, s.Sim.Addr(), strings.Join(s.Brokers, ", "), c.Name, indent(c.Kafka, 2), s.Registry,
-		indent(c.Sections, 0), s.Stream, c.SQL, indent(c.Stream, 4))
+%[9]s`, cmp.Or(s.AmpAddr, s.Sim.Addr()), strings.Join(s.Brokers, ", "), c.Name, indent(c.Kafka, 2), s.Registry,
+		indent(c.Sections, 0), s.Stream, c.SQL, indent(c.Stream, 4), indent(c.Amp, 2))
 	s.Topic = c.Name + ".transactions"
 	s.Control = c.Name + ".control"
 	s.CfgPath = filepath.Join(s.Dir, "bridge.yaml")

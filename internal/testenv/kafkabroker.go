@@ -30,6 +30,11 @@ type KafkaBroker struct {
 	cport int
 	p     *Process
 	extra []string // server.properties lines after the defaults
+	// advertise, when set, returns the address clients are sent to in
+	// metadata; inter-broker traffic then uses a listener of its own.
+	advertise func(addr string) string
+	clientAt  string // what advertise returned
+	iport     int
 }
 
 // BrokerOption configures StartKafkaBroker.
@@ -39,6 +44,16 @@ type BrokerOption func(*KafkaBroker)
 // server.properties; a key given again overrides the default.
 func WithProperties(lines ...string) BrokerOption {
 	return func(k *KafkaBroker) { k.extra = append(k.extra, lines...) }
+}
+
+// WithAdvertisedAddr makes the broker advertise to its clients the address
+// advertise returns, given the broker's own client address (host:port, the
+// same as Addr): typically a Proxy's to that address, so that all client
+// traffic, not only the first bootstrap request, goes through it. The
+// broker's own inter-broker traffic (its transaction coordinator writing
+// markers to itself) uses a third listener that bypasses it.
+func WithAdvertisedAddr(advertise func(addr string) string) BrokerOption {
+	return func(k *KafkaBroker) { k.advertise = advertise }
 }
 
 const brokerLog4j = `status = warn
@@ -71,6 +86,10 @@ func StartKafkaBroker(t testing.TB, opts ...BrokerOption) *KafkaBroker {
 	if k.port, err = freePort(); err == nil {
 		k.cport, err = freePort()
 	}
+	if err == nil && k.advertise != nil {
+		k.iport, err = freePort()
+		k.clientAt = k.advertise(k.Addr())
+	}
 	if err != nil {
 		t.Fatalf("starting kafka broker: %v", err)
 	}
@@ -90,6 +109,15 @@ func StartKafkaBroker(t testing.TB, opts ...BrokerOption) *KafkaBroker {
 
 // Addr returns the broker's host:port; it stays the same across Restart.
 func (k *KafkaBroker) Addr() string { return "127.0.0.1:" + strconv.Itoa(k.port) }
+
+// AdvertisedAddr returns the address the broker advertises to clients:
+// Addr, or what WithAdvertisedAddr's function returned.
+func (k *KafkaBroker) AdvertisedAddr() string {
+	if k.clientAt != "" {
+		return k.clientAt
+	}
+	return k.Addr()
+}
 
 // Pid returns the process id of the running broker (0 when stopped).
 func (k *KafkaBroker) Pid() int {
@@ -179,6 +207,13 @@ group.initial.rebalance.delay.ms=0
 broker.heartbeat.interval.ms=500
 broker.session.timeout.ms=3000
 `, k.port, k.cport, filepath.Join(k.dir, "data"))
+	if k.advertise != nil {
+		props += fmt.Sprintf(`listeners=PLAINTEXT://127.0.0.1:%[1]d,CONTROLLER://127.0.0.1:%[2]d,INTERNAL://127.0.0.1:%[3]d
+advertised.listeners=PLAINTEXT://%[4]s,INTERNAL://127.0.0.1:%[3]d
+inter.broker.listener.name=INTERNAL
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT
+`, k.port, k.cport, k.iport, k.clientAt)
+	}
 	if len(k.extra) > 0 {
 		props += strings.Join(k.extra, "\n") + "\n"
 	}

@@ -63,6 +63,9 @@ func StartProcess(cmd *exec.Cmd, logPath string) (*Process, error) {
 	return p, nil
 }
 
+// Pid returns the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Exited reports whether the process has exited.
 func (p *Process) Exited() bool {
 	select {

@@ -258,31 +258,7 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 	tl.Logf("final: reconciled in %s, head %d committed, exit %d after SIGTERM (%s after start)",
 		startupTime(logPath), head, code, time.Since(p.Started).Round(time.Millisecond))
 
-	vr := s.verify(t)
-	tl.Logf("bridge verify (exit %d):\n%s", vr.exit, vr.out)
-	// Not fatal: the independent consumer below still runs and reports.
-	verifyOK := assert.Equal(t, 0, vr.exit, "bridge verify must find nothing missing, extra, duplicated or unretracted") &&
-		assert.Equal(t, head, vr.upTo, "bridge verify checked another block range than the committed head")
-
-	cr := s.consume(t, python, head)
-	tl.Logf("consumer: %d records (%d inserts, %d retractions, %d tombstones), %d rows survive; Amp expects %d, %d match",
-		cr.Records, cr.Inserts, cr.Retractions, cr.Tombstones, cr.Surviving, cr.Amp.Expected, cr.Amp.Matching)
-	checkConsumerClean(t, cr)
-	wantIDs := expectedIdentities(t, sim, head)
-	got := map[string]bool{}
-	for _, id := range cr.Identities {
-		got[identityKey(id)] = true
-	}
-	assertSameSet(t, wantIDs, got, "surviving (block, block hash, tx index) vs the simulator's canonical chain")
-	require.NotNil(t, cr.Amp)
-	assert.Zero(t, cr.Amp.Missing, "rows Amp returns that the topic lacks: %v", cr.Examples["amp_missing"])
-	assert.Zero(t, cr.Amp.Extra, "rows in the topic that Amp does not return: %v", cr.Examples["amp_extra"])
-	assert.Equal(t, len(wantIDs), cr.Amp.Expected, "Amp's batch query and the simulator's chain disagree")
-	// Both checkers agree.
-	if verifyOK {
-		assert.Equal(t, vr.expected, cr.Amp.Expected, "bridge verify and the independent consumer expect different row counts")
-		assert.Equal(t, vr.counts["matching"], cr.Surviving, "bridge verify and the independent consumer see different surviving rows")
-	}
+	cr := checkTopic(t, s, python, head, tl.Logf)
 	// The run exercised the reorg path with committed data.
 	assert.Positive(t, cr.Retractions, "no retraction was written: the run exercised no reorg of committed data")
 	assert.Positive(t, cr.Tombstones, "no tombstone was written: the run exercised no reorg of committed data")
@@ -342,6 +318,40 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 		cr := s.consume(t, python, head)
 		assert.Positive(t, cr.Amp.Missing, "the consumer must miss the tombstoned batch's rows")
 	})
+}
+
+// checkTopic checks the data topic up to the committed head with `bridge
+// verify` and with the independent consumer: nothing missing, extra,
+// duplicated or unretracted, the surviving rows the simulator's canonical
+// chain, and both checkers agreeing. It returns what the consumer saw.
+func checkTopic(t *testing.T, s *stack, python string, head uint64, logf func(string, ...any)) consumerResult {
+	t.Helper()
+	vr := s.verify(t)
+	logf("bridge verify (exit %d):\n%s", vr.exit, vr.out)
+	// Not fatal: the independent consumer below still runs and reports.
+	verifyOK := assert.Equal(t, 0, vr.exit, "bridge verify must find nothing missing, extra, duplicated or unretracted") &&
+		assert.Equal(t, head, vr.upTo, "bridge verify checked another block range than the committed head")
+
+	cr := s.consume(t, python, head)
+	logf("consumer: %d records (%d inserts, %d retractions, %d tombstones), %d rows survive; Amp expects %d, %d match",
+		cr.Records, cr.Inserts, cr.Retractions, cr.Tombstones, cr.Surviving, cr.Amp.Expected, cr.Amp.Matching)
+	checkConsumerClean(t, cr)
+	wantIDs := expectedIdentities(t, s.Sim, head)
+	got := map[string]bool{}
+	for _, id := range cr.Identities {
+		got[identityKey(id)] = true
+	}
+	assertSameSet(t, wantIDs, got, "surviving (block, block hash, tx index) vs the simulator's canonical chain")
+	require.NotNil(t, cr.Amp)
+	assert.Zero(t, cr.Amp.Missing, "rows Amp returns that the topic lacks: %v", cr.Examples["amp_missing"])
+	assert.Zero(t, cr.Amp.Extra, "rows in the topic that Amp does not return: %v", cr.Examples["amp_extra"])
+	assert.Equal(t, len(wantIDs), cr.Amp.Expected, "Amp's batch query and the simulator's chain disagree")
+	// Both checkers agree.
+	if verifyOK {
+		assert.Equal(t, vr.expected, cr.Amp.Expected, "bridge verify and the independent consumer expect different row counts")
+		assert.Equal(t, vr.counts["matching"], cr.Surviving, "bridge verify and the independent consumer see different surviving rows")
+	}
+	return cr
 }
 
 // checkConsumerClean asserts the independent consumer found nothing wrong

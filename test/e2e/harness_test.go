@@ -111,6 +111,10 @@ type stack struct {
 	bridgetest.Stack
 	t     *testing.T
 	redis string
+	// extra holds settings added to the amp and kafka sections, and to
+	// checkpoint (Sections, indented under it) and http (Stream, indented
+	// under it).
+	extra bridgetest.Config
 }
 
 // writeConfig writes the YAML the bridge runs with. Topics, the
@@ -121,16 +125,19 @@ func (s *stack) writeConfig(name string) {
 	s.WriteConfig(s.t, bridgetest.Config{
 		Name:  name,
 		SQL:   streamSQL,
-		Kafka: "compression: lz4",
+		Amp:   s.extra.Amp,
+		Kafka: "compression: lz4\n" + s.extra.Kafka,
 		Sections: fmt.Sprintf(`checkpoint:
   store: redis
   redis:
     addr: %s
     key_prefix: %s
+%s
 http:
   addr: 127.0.0.1:0
+%s
 log:
-  level: info`, s.redis, name),
+  level: info`, s.redis, name, indentYAML(s.extra.Sections, 2), indentYAML(s.extra.Stream, 2)),
 		Stream: `retention_blocks: 128
 transaction:
   max_rows: 400
@@ -142,6 +149,15 @@ backfill:
   step_blocks: 15
   handover_margin: 12`,
 	})
+}
+
+// indentYAML indents every line of yaml by n spaces.
+func indentYAML(yaml string, n int) string {
+	var b strings.Builder
+	for line := range strings.Lines(strings.TrimSpace(yaml)) {
+		b.WriteString(strings.Repeat(" ", n) + line)
+	}
+	return strings.TrimRight(b.String(), "\n")
 }
 
 // verifyResult is what `bridge verify` printed.
