@@ -23,6 +23,8 @@ import (
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/health"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/ops"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/pipeline"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
 )
@@ -230,4 +232,44 @@ func TestRunWaitsForKafkaAtStart(t *testing.T) {
 	if errors.Is(ctx.Err(), context.Canceled) {
 		assert.Equal(t, health.StateStopped, streamReport(b, id).State)
 	}
+}
+
+// lostReplyStore applies the n-th checkpoint write and then reports a
+// timeout, as a store whose reply was lost on the network does.
+type lostReplyStore struct {
+	pipeline.Store
+	n, lost atomic.Int64
+}
+
+func (s *lostReplyStore) Commit(ctx context.Context, cp offsets.Checkpoint) error {
+	if err := s.Store.Commit(ctx, cp); err != nil {
+		return err
+	}
+	if s.n.Add(1) == 3 {
+		s.lost.Add(1)
+		return fmt.Errorf("reading the reply: %w", context.DeadlineExceeded)
+	}
+	return nil
+}
+
+// TestCheckpointWriteWhoseReplyWasLost: a checkpoint write that landed but
+// whose reply was lost makes the next write find a newer version stored;
+// the stream recognises its own write (same fingerprint, control offset not
+// beyond its own) and writes on top of it instead of stopping as if another
+// instance had taken the stream over.
+func TestCheckpointWriteWhoseReplyWasLost(t *testing.T) {
+	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 4}, MaxMicrobatchBlocks: 1}, 128)
+	ls := &lostReplyStore{}
+	h.wrapStore = func(s pipeline.Store) pipeline.Store { ls.Store = s; return ls }
+	stop, b := h.runBridge()
+	h.waitHead()
+	for range 3 {
+		h.sim.Mine(2)
+		h.waitHead()
+	}
+	id := h.cfg.Streams[0].ID
+	assert.Equal(t, int64(1), ls.lost.Load(), "one reply was lost")
+	assert.Equal(t, health.StateReady, streamReport(b, id).State, "the stream goes on")
+	require.NoError(t, stop())
+	requireClean(t, h.verify())
 }

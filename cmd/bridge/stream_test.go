@@ -68,6 +68,8 @@ type harness struct {
 	lastOf map[string]uint64
 	// log is the bridge's logger; nil means testLogger().
 	log *slog.Logger
+	// wrapStore, when set, wraps the bridge's checkpoint store (faults).
+	wrapStore func(pipeline.Store) pipeline.Store
 }
 
 func newHarness(t testing.TB, svc services, simCfg ampsim.Config, retention uint64) *harness {
@@ -120,6 +122,9 @@ func (h *harness) runBridge() (stop func() error, b *bridge) {
 	}
 	b, err := newBridge(ctx, h.cfg, log)
 	require.NoError(h.t, err)
+	if h.wrapStore != nil {
+		b.store = h.wrapStore(b.store)
+	}
 	// A checkpoint copy in every third watermark: the recoveries then
 	// roll forward over watermarks that carry only their state.
 	b.fullEvery = 3

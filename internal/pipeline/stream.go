@@ -202,7 +202,11 @@ type Stream struct {
 	// what the next commit must follow); its Batches are the committed
 	// batch log that retractions read spans from.
 	committed offsets.Checkpoint
-	resume    reorg.Cursor
+	// storeUnsure is set after a checkpoint write whose outcome is unknown
+	// (it failed, and may have landed with its reply lost), until one is
+	// confirmed.
+	storeUnsure bool
+	resume      reorg.Cursor
 	// topicID is the data topic's id at start ("": no ids); topicEnd is,
 	// per partition, the offset after the last record known committed to
 	// it (topiclost.go).
@@ -1087,12 +1091,19 @@ func (r *Stream) commitWith(ctx context.Context, prod *sink.Producer, undos []of
 // the previous version in cp (the next commit follows it): Kafka holds the
 // truth and the next start repairs the store. A fenced write is fatal.
 func (r *Stream) storeCheckpoint(ctx context.Context, cp *offsets.Checkpoint) error {
-	done := r.deps.Health.Track("checkpoint store: writing the checkpoint")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.StoreTimeout)
-	err := r.deps.Store.Commit(sctx, *cp)
-	cancel()
-	done()
+	err := r.commitStore(ctx, *cp)
+	var stale *offsets.StaleError
+	if r.storeUnsure && errors.As(err, &stale) && stale.Stored > stale.Expected {
+		// A write whose reply was lost may have landed: the store then
+		// holds a version this stream wrote itself.
+		if v, ok := r.ownLostWrite(ctx, *cp); ok {
+			r.log.Info("a checkpoint write whose reply was lost had landed; writing the next version on top of it", "stored_version", v)
+			cp.Version = v + 1
+			err = r.commitStore(ctx, *cp)
+		}
+	}
 	if err == nil {
+		r.storeUnsure = false
 		r.deps.Metrics.checkpointTime.WithLabelValues(r.cfg.ID).Set(float64(cp.CommittedAt.UnixMilli()) / 1000)
 		r.deps.Health.Ready()
 		return nil
@@ -1100,11 +1111,39 @@ func (r *Stream) storeCheckpoint(ctx context.Context, cp *offsets.Checkpoint) er
 	if errors.Is(err, offsets.ErrFenced) {
 		return fmt.Errorf("stream %s: storing the checkpoint: %w (another instance runs this stream; stop one of them)", r.cfg.ID, err)
 	}
+	// The outcome is unknown: the write may have landed with its reply
+	// lost (storeUnsure makes the next write check).
+	r.storeUnsure = true
 	r.deps.Metrics.checkpointErrors.WithLabelValues(r.cfg.ID).Inc()
 	r.deps.Health.NotReady(fmt.Sprintf("checkpoint store: writing the checkpoint: %v", err))
 	r.log.Warn("storing the checkpoint failed; Kafka has it and the next start repairs the store", "err", err)
 	cp.Version = r.committed.Version
 	return nil
+}
+
+// commitStore writes cp to the checkpoint store, bounded by StoreTimeout.
+func (r *Stream) commitStore(ctx context.Context, cp offsets.Checkpoint) error {
+	done := r.deps.Health.Track("checkpoint store: writing the checkpoint")
+	defer done()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.StoreTimeout)
+	defer cancel()
+	return r.deps.Store.Commit(sctx, cp)
+}
+
+// ownLostWrite reports whether the stored checkpoint is one this stream
+// wrote after its last confirmed write, whose reply was lost (its version
+// when it is): the same fingerprint, and a control offset not beyond cp's.
+// Another instance's would be beyond it: an instance that took the stream
+// over fenced this one in Kafka, and committed after it.
+func (r *Stream) ownLostWrite(ctx context.Context, cp offsets.Checkpoint) (uint64, bool) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.deps.StoreTimeout)
+	defer cancel()
+	stored, err := r.deps.Store.Load(sctx, cp.Stream)
+	if err != nil || stored.Fingerprint != cp.Fingerprint || stored.ControlOffset > cp.ControlOffset ||
+		stored.Version < cp.Version {
+		return 0, false
+	}
+	return stored.Version, true
 }
 
 // nextBatchLog is the retained batch log after a commit: every batch whose
