@@ -107,6 +107,13 @@ func classifyRedisError(cfg RedisConfig, err error) error {
 			e.Fix = fmt.Sprintf("user %q may not access the store's keys, which start with %q (checkpoint.redis.key_prefix); grant them with `ACL SETUSER %s ~%s*` (the bridge's user needs: %s)",
 				user, cfg.KeyPrefix, user, cfg.KeyPrefix, RedisACLRules(cfg.KeyPrefix))
 		}
+	case strings.Contains(msg, "The user executing the script can't"):
+		// A command inside the commit or partition script was refused; the
+		// reply does not say which.
+		e.Kind = ErrRedisPermission
+		e.Fix = fmt.Sprintf("user %q may not run a command of the store's Lua script (HGET, HSET) or not on its keys, which start with %q; "+
+			"grant them with `ACL SETUSER %s ~%s* +hget +hset` (the bridge's user needs: %s)",
+			user, cfg.KeyPrefix, user, cfg.KeyPrefix, RedisACLRules(cfg.KeyPrefix))
 	case errors.As(err, &hostErr):
 		e.Kind = ErrRedisTLS
 		e.Fix = "the server's certificate is not for the name dialled: set checkpoint.redis.tls.server_name to a name the certificate holds, " +
