@@ -244,7 +244,7 @@ func TestRunStopsWaitingOnWrongRedisPassword(t *testing.T) {
 	mr.RequireUserAuth("bridge", "s3cret")
 	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 4}}, 128)
 	cfg := *h.cfg
-	cfg.StartupTimeout = time.Minute
+	cfg.StartupTimeout = 20 * time.Second
 	cfg.Checkpoint.Redis.Addr, cfg.Checkpoint.Redis.Username, cfg.Checkpoint.Redis.Password = mr.Addr(), "bridge", "wrong"
 	b := newBridgeShell(&cfg, testLogger())
 	b.wait = true
@@ -253,6 +253,6 @@ func TestRunStopsWaitingOnWrongRedisPassword(t *testing.T) {
 	b.close()
 	require.ErrorIs(t, err, offsets.ErrRedisAuth)
 	assert.True(t, pipeline.Permanent(err))
-	assert.Less(t, time.Since(start), 10*time.Second, "no waiting for startup_timeout")
+	assert.Less(t, time.Since(start), 5*time.Second, "no waiting for startup_timeout")
 	assert.ErrorContains(t, err, "checkpoint.redis.password_file or BRIDGE_CHECKPOINT_REDIS_PASSWORD")
 }
