@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,7 +21,12 @@ import (
 // TestRedisACLRulesDocumented pins the least-privileged rules: the README
 // and the package doc carry this line; a change must change them too.
 func TestRedisACLRulesDocumented(t *testing.T) {
-	assert.Equal(t, "~ampbridge:* resetchannels -@all +ping +hmget +hgetall +evalsha +eval +hget +hset", RedisACLRules(DefaultKeyPrefix))
+	rules := RedisACLRules(DefaultKeyPrefix)
+	assert.Equal(t, "~ampbridge:* resetchannels -@all +ping +hmget +hgetall +evalsha +eval +hget +hset", rules)
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(readme), "\nuser bridge on >PASSWORD "+rules+"\n", "the README's redis.conf user line")
+	assert.Contains(t, string(readme), "\nACL SETUSER bridge on >PASSWORD "+rules+"\n", "the README's ACL SETUSER command")
 }
 
 // TestClassifyRedisError covers the replies a private server is not easily
