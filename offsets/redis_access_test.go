@@ -72,13 +72,14 @@ func TestIntegrationRedisAccessErrors(t *testing.T) {
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr(), TLSConfig: srv.ClientTLS(), Protocol: 2, DisableIdentity: true})
 	t.Cleanup(func() { _ = admin.Close() })
 
-	requireAccess := func(t *testing.T, err error, kind error) *RedisAccessError {
+	// requireAccess checks that err is a *RedisAccessError of kind and no
+	// other, and returns it.
+	requireAccess := func(t *testing.T, err error, kind error) (ae *RedisAccessError) {
 		t.Helper()
 		require.ErrorIs(t, err, kind)
-		var ae *RedisAccessError
 		require.ErrorAs(t, err, &ae)
 		for _, k := range []error{ErrRedisAuth, ErrRedisPermission, ErrRedisTLS} {
-			if k != kind {
+			if !errors.Is(kind, k) {
 				assert.NotErrorIs(t, err, k)
 			}
 		}
@@ -96,7 +97,7 @@ func TestIntegrationRedisAccessErrors(t *testing.T) {
 	})
 	t.Run("unknown user", func(t *testing.T) {
 		_, err := NewRedisStore(t.Context(), cfgFor("nobody", testACLPassword), testLogger(t))
-		requireAccess(t, err, ErrRedisAuth)
+		_ = requireAccess(t, err, ErrRedisAuth)
 		assert.ErrorContains(t, err, `user "nobody" does not exist or is off`)
 	})
 	t.Run("no evalsha", func(t *testing.T) {
@@ -107,7 +108,7 @@ func TestIntegrationRedisAccessErrors(t *testing.T) {
 		assert.ErrorContains(t, err, `user "noevalsha" may not run EVALSHA; grant it with `+"`ACL SETUSER noevalsha +evalsha`")
 		assert.ErrorContains(t, err, "the bridge's user needs: "+rules)
 		err = s.SavePartition(t.Context(), Partition{Stream: "perm", From: 0, To: 10, UpdatedAt: time.Now()})
-		requireAccess(t, err, ErrRedisPermission)
+		_ = requireAccess(t, err, ErrRedisPermission)
 	})
 	t.Run("no eval", func(t *testing.T) {
 		// EVALSHA alone is not enough: a server without the script cached
@@ -157,7 +158,7 @@ func TestIntegrationRedisAccessErrors(t *testing.T) {
 		cfg := cfgFor(testACLUser, testACLPassword)
 		cfg.TLS.CAFile = other.CAFile
 		_, err := NewRedisStore(t.Context(), cfg, testLogger(t))
-		requireAccess(t, err, ErrRedisTLS)
+		_ = requireAccess(t, err, ErrRedisTLS)
 		assert.ErrorContains(t, err, "certificate signed by unknown authority")
 		assert.ErrorContains(t, err, "not signed by the CA in checkpoint.redis.tls.ca_file "+other.CAFile)
 	})
@@ -165,21 +166,21 @@ func TestIntegrationRedisAccessErrors(t *testing.T) {
 		cfg := cfgFor(testACLUser, testACLPassword)
 		cfg.TLS.CAFile = ""
 		_, err := NewRedisStore(t.Context(), cfg, testLogger(t))
-		requireAccess(t, err, ErrRedisTLS)
+		_ = requireAccess(t, err, ErrRedisTLS)
 		assert.ErrorContains(t, err, "set checkpoint.redis.tls.ca_file to the CA that signed it")
 	})
 	t.Run("server name not in the certificate", func(t *testing.T) {
 		cfg := cfgFor(testACLUser, testACLPassword)
 		cfg.TLS.ServerName = "redis.example"
 		_, err := NewRedisStore(t.Context(), cfg, testLogger(t))
-		requireAccess(t, err, ErrRedisTLS)
+		_ = requireAccess(t, err, ErrRedisTLS)
 		assert.ErrorContains(t, err, "set checkpoint.redis.tls.server_name")
 	})
 	t.Run("no client certificate", func(t *testing.T) {
 		cfg := cfgFor(testACLUser, testACLPassword)
 		cfg.TLS.CertFile, cfg.TLS.KeyFile = "", ""
 		_, err := NewRedisStore(t.Context(), cfg, testLogger(t))
-		requireAccess(t, err, ErrRedisTLS)
+		_ = requireAccess(t, err, ErrRedisTLS)
 		assert.ErrorContains(t, err, "certificate required")
 		assert.ErrorContains(t, err, "it requires a client certificate (tls-auth-clients yes): set checkpoint.redis.tls.cert_file/key_file")
 	})
@@ -187,11 +188,11 @@ func TestIntegrationRedisAccessErrors(t *testing.T) {
 		cfg := cfgFor(testACLUser, testACLPassword)
 		cfg.TLS.CertFile, cfg.TLS.KeyFile = other.ClientCertFile, other.ClientKeyFile
 		_, err := NewRedisStore(t.Context(), cfg, testLogger(t))
-		requireAccess(t, err, ErrRedisTLS)
+		_ = requireAccess(t, err, ErrRedisTLS)
 		assert.ErrorContains(t, err, "refused the client certificate in checkpoint.redis.tls.cert_file "+other.ClientCertFile)
 	})
 	t.Run("refused connection is transient", func(t *testing.T) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		addr := l.Addr().String()
 		require.NoError(t, l.Close())

@@ -31,7 +31,7 @@ func TestPermanentRedisAccess(t *testing.T) {
 		assert.True(t, Permanent(err), "%v", err)
 	}
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
