@@ -84,8 +84,12 @@
 //     the newest commits looks like lost writes ([StaleError] with an older
 //     version); restarting the stream reconciles it from Kafka.
 //   - A Redis ACL user needs PING, HGET, HMGET, HSET, HGETALL, EVAL and
-//     EVALSHA on the prefix's keys ("~ampbridge:*"), and CONFIG GET for the
-//     durability check (optional: without it a warning is logged).
+//     EVALSHA on the prefix's keys ("~ampbridge:*"): [RedisACLRules]. CONFIG
+//     GET (+config|get) is optional: without it the durability check is
+//     skipped with a warning. A wrong password, a missing permission and a
+//     failed TLS handshake are [*RedisAccessError]s ([ErrRedisAuth],
+//     [ErrRedisPermission], [ErrRedisTLS]) naming the configuration key or
+//     the ACL rule that fixes them; retrying does not.
 //   - Two deployments must not use the same stream id against one store: the
 //     second is fenced, by design.
 //   - Changing the SQL or its Arrow schema under the same stream id is refused

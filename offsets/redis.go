@@ -3,10 +3,12 @@ package offsets
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -164,6 +166,7 @@ type RedisStore struct {
 	partition *redis.Script
 	log       *slog.Logger
 	addr      string
+	cfg       RedisConfig // for classifyRedisError; holds the password, never logged
 }
 
 // String names the store for messages: "checkpoint store redis at
@@ -173,8 +176,12 @@ func (s *RedisStore) String() string { return "checkpoint store redis at " + s.a
 // NewRedisStore connects to Redis, proves it with a PING, and checks the
 // server's durability settings (see CheckDurability): a weaker setting than
 // appendonly yes + appendfsync always is logged as a warning, and so is a
-// server that does not let us check (CONFIG forbidden on managed Redis).
-// Close the store when done.
+// server that does not let us check (CONFIG forbidden on managed Redis, or
+// an ACL user without +config|get). Close the store when done.
+//
+// A wrong password, a missing ACL permission or a failed TLS handshake is a
+// *RedisAccessError (ErrRedisAuth, ErrRedisPermission, ErrRedisTLS), here
+// and from every other method; a refused or lost connection is not.
 func NewRedisStore(ctx context.Context, cfg RedisConfig, log *slog.Logger) (*RedisStore, error) {
 	if log == nil {
 		return nil, errors.New("offsets: NewRedisStore needs a logger")
@@ -209,18 +216,50 @@ func NewRedisStore(ctx context.Context, cfg RedisConfig, log *slog.Logger) (*Red
 		partition: redis.NewScript(partitionScript),
 		log:       log.With(slog.String("component", "offsets"), slog.String("redis_addr", cfg.Addr)),
 		addr:      cfg.Addr,
+		cfg:       cfg,
 	}
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
-		hint := ""
-		if msg := err.Error(); strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH") || strings.Contains(msg, "NOPERM") {
-			hint = " (check the redis username and password, and that the ACL user may run PING, HGET, HMGET, HSET, HGETALL, EVAL and EVALSHA on keys " + cfg.KeyPrefix + "*)"
+		err = s.classify(err)
+		var ae *RedisAccessError
+		if tlsCfg != nil && !errors.As(err, &ae) {
+			// With TLS 1.3 a server that refuses the client certificate says
+			// so after the client's handshake is done, and the alert is often
+			// lost to a reset of the client's first write: ask again, reading
+			// without writing.
+			if perr := s.classify(probeTLS(ctx, cfg.Addr, tlsCfg, cfg.DialTimeout)); errors.As(perr, &ae) {
+				err = perr
+			}
 		}
-		return nil, fmt.Errorf("offsets: connecting to redis at %s: %w%s", cfg.Addr, err, hint)
+		return nil, fmt.Errorf("offsets: connecting to redis at %s: %w", cfg.Addr, err)
 	}
 	s.warnDurability(ctx)
 	return s, nil
 }
+
+// probeTLS completes a TLS handshake with addr and waits, without writing,
+// for the server to refuse it: it returns the server's alert ("remote
+// error: tls: certificate required"), or nil once the server has been quiet
+// for a moment (it accepted the client) or the connection could not be
+// made (the caller has that error already).
+func probeTLS(ctx context.Context, addr string, tc *tls.Config, timeout time.Duration) error {
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: tc.Clone()}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(min(timeout, 500*time.Millisecond)))
+	var b [1]byte
+	if _, err := c.Read(b[:]); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// classify turns a refusal that a retry does not fix into a
+// *RedisAccessError (see classifyRedisError).
+func (s *RedisStore) classify(err error) error { return classifyRedisError(s.cfg, err) }
 
 // Close closes the connection pool.
 func (s *RedisStore) Close() error { return s.client.Close() }
@@ -228,7 +267,7 @@ func (s *RedisStore) Close() error { return s.client.Close() }
 // Ping sends PING: nil when Redis answers within ctx.
 func (s *RedisStore) Ping(ctx context.Context) error {
 	if err := s.client.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis at %s: %w", s.client.Options().Addr, err)
+		return fmt.Errorf("redis at %s: %w", s.client.Options().Addr, s.classify(err))
 	}
 	return nil
 }
@@ -261,7 +300,8 @@ type Durability struct {
 func (d Durability) Safe() bool { return d.AppendOnly == "yes" && d.AppendFsync == "always" }
 
 // CheckDurability reads appendonly and appendfsync with CONFIG GET. It fails
-// where CONFIG is forbidden or renamed (common on managed Redis).
+// where CONFIG is forbidden or renamed (common on managed Redis), with
+// ErrRedisPermission for an ACL user without +config|get.
 func (s *RedisStore) CheckDurability(ctx context.Context) (Durability, error) {
 	var d Durability
 	for _, p := range []struct {
@@ -270,7 +310,7 @@ func (s *RedisStore) CheckDurability(ctx context.Context) (Durability, error) {
 	}{{"appendonly", &d.AppendOnly}, {"appendfsync", &d.AppendFsync}} {
 		m, err := s.client.ConfigGet(ctx, p.name).Result()
 		if err != nil {
-			return Durability{}, fmt.Errorf("offsets: reading redis CONFIG %s: %w", p.name, err)
+			return Durability{}, fmt.Errorf("offsets: reading redis CONFIG %s: %w", p.name, s.classify(err))
 		}
 		v, ok := m[p.name]
 		if !ok {
@@ -284,6 +324,11 @@ func (s *RedisStore) CheckDurability(ctx context.Context) (Durability, error) {
 func (s *RedisStore) warnDurability(ctx context.Context) {
 	d, err := s.CheckDurability(ctx)
 	switch {
+	case errors.Is(err, ErrRedisPermission):
+		s.log.WarnContext(ctx, "could not check redis durability: the ACL user may not run CONFIG GET, as expected of a restricted user "+
+			"(grant +config|get to have it checked); make sure the server runs with appendonly yes and appendfsync always, "+
+			"or a crash of redis can lose the newest checkpoints (they are then repaired from Kafka's control topic on start)",
+			slog.Any("error", err))
 	case err != nil:
 		s.log.WarnContext(ctx, "could not check redis durability; make sure the server runs with appendonly yes and appendfsync always, "+
 			"or a crash of redis can lose the newest checkpoints (they are then repaired from Kafka's control topic on start)",
@@ -305,7 +350,7 @@ func (s *RedisStore) Load(ctx context.Context, stream string) (Checkpoint, error
 	key := s.CheckpointKey(stream)
 	vals, err := s.client.HMGet(ctx, key, "version", "data").Result()
 	if err != nil {
-		return Checkpoint{}, fmt.Errorf("offsets: loading checkpoint from redis key %s: %w", key, err)
+		return Checkpoint{}, fmt.Errorf("offsets: loading checkpoint from redis key %s: %w", key, s.classify(err))
 	}
 	ver, _ := vals[0].(string)
 	data, _ := vals[1].(string)
@@ -335,7 +380,7 @@ func (s *RedisStore) Commit(ctx context.Context, cp Checkpoint) error {
 	expected := strconv.FormatUint(cp.Version-1, 10)
 	res, err := s.commit.Run(ctx, s.client, []string{key}, expected, strconv.FormatUint(cp.Version, 10), b).Slice()
 	if err != nil {
-		return fmt.Errorf("offsets: committing checkpoint version %d of stream %q to redis key %s: %w", cp.Version, cp.Stream, key, err)
+		return fmt.Errorf("offsets: committing checkpoint version %d of stream %q to redis key %s: %w", cp.Version, cp.Stream, key, s.classify(err))
 	}
 	ok, stored, err := scriptReply(res)
 	if err != nil {
@@ -374,7 +419,7 @@ func (s *RedisStore) SavePartition(ctx context.Context, p Partition) error {
 	res, err := s.partition.Run(ctx, s.client, []string{key, s.progressKey(p.Stream)},
 		p.Key(), strconv.FormatUint(p.progress(), 10), b).Slice()
 	if err != nil {
-		return fmt.Errorf("offsets: saving backfill partition %s of stream %q to redis key %s: %w", p.Key(), p.Stream, key, err)
+		return fmt.Errorf("offsets: saving backfill partition %s of stream %q to redis key %s: %w", p.Key(), p.Stream, key, s.classify(err))
 	}
 	ok, stored, err := scriptReply(res)
 	if err != nil {
@@ -399,7 +444,7 @@ func (s *RedisStore) Partitions(ctx context.Context, stream string) ([]Partition
 	key := s.PartitionsKey(stream)
 	m, err := s.client.HGetAll(ctx, key).Result()
 	if err != nil {
-		return nil, fmt.Errorf("offsets: loading backfill partitions from redis key %s: %w", key, err)
+		return nil, fmt.Errorf("offsets: loading backfill partitions from redis key %s: %w", key, s.classify(err))
 	}
 	out := make([]Partition, 0, len(m))
 	for field, v := range m {

@@ -79,9 +79,10 @@ func openRedisStore(t testing.TB, addr, prefix string, log *slog.Logger) *RedisS
 	return s
 }
 
-// allStores returns the embedded store and a Redis store on every Redis
+// allStores returns the embedded store, a Redis store on every Redis
 // backend (miniredis, and the real redis-server when BRIDGE_TEST_REDIS_ADDR
-// is set).
+// is set), and Redis stores over TLS to private redis-servers (see
+// tlsRedisStores).
 func allStores(t *testing.T) []namedStore {
 	t.Helper()
 	dir := t.TempDir()
@@ -97,7 +98,56 @@ func allStores(t *testing.T) []namedStore {
 			return openRedisStore(t, b.Addr, rs.prefix, testLogger(t))
 		}})
 	}
+	return append(out, tlsRedisStores(t)...)
+}
+
+// testACLUser is the ACL user of the mutual-TLS server: the documented
+// least privilege (RedisACLRules) for the default key prefix, nothing more.
+const testACLUser, testACLPassword = "bridge", "s3cret-bridge"
+
+// tlsRedisStores starts two private redis-servers and returns a store on
+// each: "redis-tls" (TLS, the server asks for no client certificate, the
+// default user) and "redis-mtls-acl" (mutual TLS: a client certificate is
+// required, and the store logs in as the ACL user testACLUser with only
+// RedisACLRules). Without a redis-server binary the test fails if
+// BRIDGE_TEST_REQUIRE names redis and the two are skipped otherwise.
+func tlsRedisStores(t *testing.T) []namedStore {
+	t.Helper()
+	if _, err := testenv.RedisServerBin(); err != nil {
+		if testenv.Required(testenv.ServiceRedis) {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"redis-tls", "redis-mtls-acl"} {
+			t.Run(name, func(t *testing.T) { t.Skip(err) })
+		}
+		return nil
+	}
+	tlsSrv := testenv.StartRedisServer(t, testenv.WithRedisTLS(false))
+	tlsCfg := RedisConfig{Addr: tlsSrv.Addr(), TLS: RedisTLS{Enabled: true, CAFile: tlsSrv.TLS().CAFile}}
+	mtlsSrv := testenv.StartRedisServer(t, testenv.WithRedisTLS(true),
+		testenv.WithRedisUser(testACLUser+" on >"+testACLPassword+" "+RedisACLRules(DefaultKeyPrefix)))
+	f := mtlsSrv.TLS()
+	mtlsCfg := RedisConfig{Addr: mtlsSrv.Addr(), Username: testACLUser, Password: testACLPassword,
+		TLS: RedisTLS{Enabled: true, CAFile: f.CAFile, CertFile: f.ClientCertFile, KeyFile: f.ClientKeyFile, ServerName: "localhost"}}
+	var out []namedStore
+	for _, c := range []struct {
+		name string
+		cfg  RedisConfig
+	}{{"redis-tls", tlsCfg}, {"redis-mtls-acl", mtlsCfg}} {
+		open := func(t *testing.T) testStore { return openRedisStoreConfig(t, c.cfg) }
+		out = append(out, namedStore{name: c.name, store: open(t), another: open})
+	}
 	return out
+}
+
+// openRedisStoreConfig opens a store on a private server (nothing to clean
+// up but the connections).
+func openRedisStoreConfig(t testing.TB, cfg RedisConfig) *RedisStore {
+	t.Helper()
+	s, err := NewRedisStore(t.Context(), cfg, testLogger(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 func TestIntegrationStoreRoundTrip(t *testing.T) {

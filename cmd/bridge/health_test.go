@@ -273,3 +273,26 @@ func TestCheckpointWriteWhoseReplyWasLost(t *testing.T) {
 	require.NoError(t, stop())
 	requireClean(t, h.verify())
 }
+
+// TestRunStopsWaitingOnWrongRedisPassword: bridge run waits for a Redis that
+// refuses connections, but not for one that refuses the password: that is
+// a permanent error (offsets.ErrRedisAuth) returned at once, long before
+// startup_timeout.
+func TestRunStopsWaitingOnWrongRedisPassword(t *testing.T) {
+	svc := fakeServices(t)
+	mr := miniredis.RunT(t)
+	mr.RequireUserAuth("bridge", "s3cret")
+	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 4}}, 128)
+	cfg := *h.cfg
+	cfg.StartupTimeout = 20 * time.Second
+	cfg.Checkpoint.Redis.Addr, cfg.Checkpoint.Redis.Username, cfg.Checkpoint.Redis.Password = mr.Addr(), "bridge", "wrong"
+	b := newBridgeShell(&cfg, testLogger())
+	b.wait = true
+	start := time.Now()
+	err := b.connect(t.Context(), needAll)
+	b.close()
+	require.ErrorIs(t, err, offsets.ErrRedisAuth)
+	assert.True(t, pipeline.Permanent(err))
+	assert.Less(t, time.Since(start), 5*time.Second, "no waiting for startup_timeout")
+	assert.ErrorContains(t, err, "checkpoint.redis.password_file or BRIDGE_CHECKPOINT_REDIS_PASSWORD")
+}

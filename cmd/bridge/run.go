@@ -134,7 +134,7 @@ func (b *bridge) connect(ctx context.Context, needs need) error {
 			}
 			b.admin = a
 			return nil
-		})
+		}, nil)
 		if err != nil {
 			return fmt.Errorf("connecting to Kafka: %w", pipeline.NoAnswer(pipeline.KafkaService(b.kafka.Brokers), err))
 		}
@@ -155,13 +155,14 @@ func (b *bridge) connect(ctx context.Context, needs need) error {
 
 // waitFor calls open once, or, when b.wait is set (bridge run), until it
 // succeeds (health.Tracker.Wait, backoff amp.reconnect_min to
-// amp.reconnect_max, startup_timeout).
-func (b *bridge) waitFor(ctx context.Context, service string, open func(context.Context) error) error {
+// amp.reconnect_max, startup_timeout) or fails with an error permanent
+// reports (nil: none is).
+func (b *bridge) waitFor(ctx context.Context, service string, open func(context.Context) error, permanent func(error) bool) error {
 	if !b.wait {
 		return open(ctx)
 	}
 	return b.health.Wait(ctx, health.Wait{Service: service, Min: b.cfg.Amp.ReconnectMin, Max: b.cfg.Amp.ReconnectMax,
-		Timeout: b.cfg.StartupTimeout, TimeoutKey: "startup_timeout"}, open)
+		Timeout: b.cfg.StartupTimeout, TimeoutKey: "startup_timeout", Permanent: permanent}, open)
 }
 
 // openStore opens the checkpoint store the config names.
@@ -180,7 +181,7 @@ func (b *bridge) openStore(ctx context.Context) error {
 			var err error
 			rs, err = offsets.NewRedisStore(ctx, cfg.Redis(), log.With("component", "offsets"))
 			return err
-		})
+		}, pipeline.Permanent) // a wrong password or certificate does not fix itself
 		if err != nil {
 			return fmt.Errorf("connecting to the Redis checkpoint store: %w",
 				pipeline.NoAnswer("checkpoint store redis at "+cfg.Checkpoint.Redis.Addr, err))
@@ -207,7 +208,7 @@ func (b *bridge) openRegistry(ctx context.Context) error {
 		b.registry, b.regClient = encode.NewRegistry(cl), cl
 		if b.wait {
 			// Wait for it at start: every stream registers its schemas first.
-			if err := b.waitFor(ctx, "the registry at "+cfg.Registry.URL, b.pingRegistry); err != nil {
+			if err := b.waitFor(ctx, "the registry at "+cfg.Registry.URL, b.pingRegistry, nil); err != nil {
 				return err
 			}
 		}

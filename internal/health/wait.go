@@ -17,6 +17,9 @@ type Wait struct {
 	// Timeout ends the wait (0: none); TimeoutKey names its setting.
 	Timeout    time.Duration
 	TimeoutKey string
+	// Permanent, when set, reports the errors waiting cannot fix (a wrong
+	// password): Wait returns such an error at once instead of retrying.
+	Permanent func(error) bool
 }
 
 // Wait calls open until it succeeds, ctx ends or w.Timeout passes, pausing
@@ -24,11 +27,13 @@ type Wait struct {
 // logged with the service's name and makes every stream not ready with it
 // as the reason, so /readyz says what the process waits for: a sidecar may
 // start before its broker. A timeout is an error naming the service, the
-// setting and the last error.
+// setting and the last error. An error w.Permanent reports is returned at
+// once.
 func (t *Tracker) Wait(ctx context.Context, w Wait, open func(context.Context) error) error {
+	permanent := func(err error) bool { return w.Permanent != nil && w.Permanent(err) }
 	err := open(ctx)
-	if err == nil {
-		return nil
+	if err == nil || permanent(err) {
+		return err
 	}
 	if w.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -57,6 +62,8 @@ func (t *Tracker) Wait(ctx context.Context, w Wait, open func(context.Context) e
 		if err = open(ctx); err == nil {
 			t.log.Info("service answers", "service", w.Service, "attempts", attempt+1)
 			return nil
+		} else if permanent(err) {
+			return err
 		}
 		pause = min(2*pause, max(w.Max, w.Min))
 	}

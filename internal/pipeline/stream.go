@@ -281,16 +281,20 @@ func fingerprintOf(sql string, s *arrow.Schema) string {
 }
 
 // Permanent reports whether retrying cannot fix err: the data, the
-// configuration or another instance is in the way, and an operator must act.
-// Everything else (a broker or Redis restarting, Amp unavailable, an unknown
-// transaction outcome) restarts the stream from its checkpoint and Kafka.
+// configuration or another instance is in the way, and an operator must act
+// (among them Redis refusing the password, an ACL permission or the TLS
+// handshake: offsets.ErrRedisAuth, ErrRedisPermission, ErrRedisTLS).
+// Everything else (a broker or Redis restarting or refusing connections, Amp
+// unavailable, an unknown transaction outcome) restarts the stream from its
+// checkpoint and Kafka.
 func Permanent(err error) bool {
 	var verr *encode.ValueError
 	for _, p := range []error{reorg.ErrUnrecoverable, reorg.ErrInvalidRanges,
 		sink.ErrFenced, sink.ErrTopicInvalid, sink.ErrRecordsMissing, sink.ErrRecordTooLarge,
 		sink.ErrOrphanedTransaction, sink.ErrDataTopicLost,
 		offsets.ErrFenced, offsets.ErrStoreAhead, offsets.ErrDiverged, offsets.ErrFingerprintChanged, offsets.ErrInvalid,
-		offsets.ErrUnsupportedFormat, offsets.ErrMalformedEvent, source.ErrPermanent,
+		offsets.ErrUnsupportedFormat, offsets.ErrMalformedEvent, offsets.ErrRedisAuth, offsets.ErrRedisPermission, offsets.ErrRedisTLS,
+		source.ErrPermanent,
 		encode.ErrUnsupportedType, encode.ErrNameCollision, encode.ErrIncompatible, encode.ErrKeyColumn, encode.ErrSchemaChanged,
 		config.ErrInvalid} {
 		if errors.Is(err, p) {

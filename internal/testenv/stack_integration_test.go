@@ -315,3 +315,34 @@ func TestIntegrationRegistryConfluentWire(t *testing.T) {
 		})
 	}
 }
+
+// TestIntegrationRedisServerTLS starts a private redis-server with mutual
+// TLS and an ACL user: a client with the CA and the client certificate
+// reaches it, one without the client certificate or without TLS does not,
+// the user line is in force, and a restart keeps all of it.
+func TestIntegrationRedisServerTLS(t *testing.T) {
+	srv := testenv.StartRedisServer(t, testenv.WithRedisTLS(true), testenv.WithRedisUser("bridge on >s3cret ~app:* +ping +get +set"))
+	require.NotNil(t, srv.TLS())
+	ctx := t.Context()
+	for round := range 2 {
+		admin := redis.NewClient(&redis.Options{Addr: srv.Addr(), TLSConfig: srv.ClientTLS(), Protocol: 2, MaxRetries: -1})
+		require.NoError(t, admin.Ping(ctx).Err(), "round %d", round)
+		_ = admin.Close()
+
+		user := redis.NewClient(&redis.Options{Addr: srv.Addr(), TLSConfig: srv.ClientTLS(), Username: "bridge", Password: "s3cret", Protocol: 2, MaxRetries: -1})
+		require.NoError(t, user.Set(ctx, "app:k", "v", 0).Err())
+		assert.ErrorContains(t, user.Set(ctx, "other:k", "v", 0).Err(), "NOPERM")
+		assert.ErrorContains(t, user.Del(ctx, "app:k").Err(), "NOPERM")
+		_ = user.Close()
+
+		noCert := srv.ClientTLS()
+		noCert.Certificates = nil
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), TLSConfig: noCert, Protocol: 2, MaxRetries: -1})
+		assert.Error(t, c.Ping(ctx).Err(), "mutual TLS: no client certificate, no connection")
+		_ = c.Close()
+		plain := redis.NewClient(&redis.Options{Addr: srv.Addr(), Protocol: 2, MaxRetries: -1, ReadTimeout: 300 * time.Millisecond})
+		assert.Error(t, plain.Ping(ctx).Err(), "TLS only: no plain-text port")
+		_ = plain.Close()
+		srv.Restart()
+	}
+}

@@ -1,0 +1,41 @@
+package pipeline
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
+)
+
+// TestPermanentRedisAccess: Redis refusing the password, a permission or
+// the TLS handshake stops the stream (a retry cannot fix it); Redis
+// refusing the connection, e.g. while it restarts, does not.
+func TestPermanentRedisAccess(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	m := miniredis.RunT(t)
+	m.RequireUserAuth("bridge", "s3cret")
+	_, err := offsets.NewRedisStore(t.Context(), offsets.RedisConfig{Addr: m.Addr(), Username: "bridge", Password: "wrong"}, log)
+	require.ErrorIs(t, err, offsets.ErrRedisAuth)
+	assert.True(t, Permanent(err), "wrong password: %v", err)
+	assert.True(t, Permanent(NoAnswer("checkpoint store redis at "+m.Addr(), err)))
+
+	for _, kind := range []error{offsets.ErrRedisPermission, offsets.ErrRedisTLS} {
+		err := fmt.Errorf("committing: %w", &offsets.RedisAccessError{Kind: kind, Addr: "r:6379", User: "bridge", Err: assert.AnError})
+		assert.True(t, Permanent(err), "%v", err)
+	}
+
+	l, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	_, err = offsets.NewRedisStore(t.Context(), offsets.RedisConfig{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1}, log)
+	require.ErrorContains(t, err, "connection refused")
+	assert.False(t, Permanent(err), "a refused connection is transient: %v", err)
+}
