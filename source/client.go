@@ -2,17 +2,22 @@ package source
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"strconv"
+	"strings"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	flightpb "github.com/apache/arrow-go/v18/arrow/flight/gen/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -54,13 +59,14 @@ type Deps struct {
 // every Stream and Query of the client shares and reuses across reconnects.
 // It is safe for concurrent use.
 type Client struct {
-	cfg   Config
-	conn  *grpc.ClientConn
-	svc   flightpb.FlightServiceClient
-	log   *slog.Logger
-	mem   memory.Allocator
-	clock Clock
-	rand  func() float64
+	cfg    Config
+	conn   *grpc.ClientConn
+	svc    flightpb.FlightServiceClient
+	verify *verifyWatch // nil without TLS
+	log    *slog.Logger
+	mem    memory.Allocator
+	clock  Clock
+	rand   func() float64
 }
 
 // New validates cfg, loads the TLS files and creates the gRPC client. It
@@ -71,12 +77,14 @@ func New(cfg Config, deps Deps) (*Client, error) {
 		return nil, fmt.Errorf("validating source config: %w", err)
 	}
 	creds := insecure.NewCredentials()
+	var watch *verifyWatch
 	if cfg.TLS.Enabled {
 		tc, err := tlsconfig.Load("amp.tls", cfg.TLS)
 		if err != nil {
 			return nil, err
 		}
-		creds = credentials.NewTLS(tc)
+		watch = &verifyWatch{TransportCredentials: credentials.NewTLS(tc), last: new(atomic.Pointer[tls.CertificateVerificationError])}
+		creds = watch
 	}
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
@@ -93,11 +101,17 @@ func New(cfg Config, deps Deps) (*Client, error) {
 		return nil, fmt.Errorf("creating gRPC client for %s: %w", cfg.Addr, err)
 	}
 	c := &Client{
-		cfg: cfg, conn: conn, svc: flightpb.NewFlightServiceClient(conn),
+		cfg: cfg, conn: conn, svc: flightpb.NewFlightServiceClient(conn), verify: watch,
 		log: deps.Logger, mem: deps.Allocator, clock: deps.Clock, rand: deps.Rand,
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Token != "" && !cfg.TLS.Enabled {
+		c.log.LogAttrs(context.Background(), slog.LevelWarn,
+			"the Amp bearer token is sent in plaintext (amp.allow_plaintext_token: true, amp.tls.enabled: false): "+
+				"anyone who can see the traffic to the Amp server can read and reuse the token; enable amp.tls",
+			slog.String("addr", cfg.Addr))
 	}
 	if c.mem == nil {
 		c.mem = memory.DefaultAllocator
@@ -137,6 +151,60 @@ func (c *Client) Schema(ctx context.Context, sql string) (*arrow.Schema, error) 
 	return s, nil
 }
 
+// callError converts the error of a call to the server (statusError) and
+// gives the statuses that mean the configuration is wrong their Reason:
+// UNAUTHENTICATED without a token (ErrTokenMissing) or with one
+// (ErrTokenRefused), and an UNAVAILABLE whose last TLS handshake failed to
+// verify the server's certificate (ErrUntrustedCertificate).
+func (c *Client) callError(op string, err error) error {
+	err = statusError(op, err)
+	var se *StatusError
+	if !errors.As(err, &se) || se.Reason != nil {
+		return err
+	}
+	switch {
+	case se.Code == codes.Unauthenticated && c.cfg.Token == "":
+		se.Reason = ErrTokenMissing
+	case se.Code == codes.Unauthenticated:
+		se.Reason = ErrTokenRefused
+	case se.Code == codes.Unavailable && c.verify != nil && strings.Contains(se.Message, "authentication handshake failed"):
+		if verr := c.verify.last.Load(); verr != nil {
+			se.Reason = ErrUntrustedCertificate
+			if !strings.Contains(se.Message, "x509") {
+				se.Message += ": " + verr.Error()
+			}
+		}
+	}
+	return err
+}
+
+// verifyWatch is the client's TLS credentials, which remember whether the
+// newest handshake failed to verify the server's certificate, so that the
+// UNAVAILABLE that gRPC makes of it can be told from a server that is down.
+type verifyWatch struct {
+	credentials.TransportCredentials
+	last *atomic.Pointer[tls.CertificateVerificationError] // shared with clones
+}
+
+// ClientHandshake runs the TLS handshake and records its verification
+// error, or clears it after a handshake that succeeded.
+func (w *verifyWatch) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, info, err := w.TransportCredentials.ClientHandshake(ctx, authority, raw)
+	var verr *tls.CertificateVerificationError
+	switch {
+	case err == nil:
+		w.last.Store(nil)
+	case errors.As(err, &verr):
+		w.last.Store(verr)
+	}
+	return conn, info, err
+}
+
+// Clone returns a copy that shares the record.
+func (w *verifyWatch) Clone() credentials.TransportCredentials {
+	return &verifyWatch{TransportCredentials: w.TransportCredentials.Clone(), last: w.last}
+}
+
 // withAuth adds the bearer token, when configured, to a call's metadata.
 func (c *Client) withAuth(ctx context.Context, kv ...string) context.Context {
 	if c.cfg.Token != "" {
@@ -168,7 +236,7 @@ func (c *Client) flightInfo(ctx context.Context, sql string, streaming bool, cur
 	defer cancel()
 	info, err := c.svc.GetFlightInfo(c.withAuth(tctx, kv...), desc)
 	if err != nil {
-		return nil, statusError("GetFlightInfo", err)
+		return nil, c.callError("GetFlightInfo", err)
 	}
 	return info, nil
 }

@@ -61,7 +61,7 @@ func fixedCursor(c reorg.Cursor) func() reorg.Cursor { return func() reorg.Curso
 func TestHeaders(t *testing.T) {
 	srv := newScriptServer(attemptScript{msgs: []msg{W(t, R(0, 0, 0))}, hang: true})
 	addr := serve(t, srv)
-	c := newClient(t, addr, func(c *source.Config) { c.Token = "tok-123" }, source.Deps{})
+	c := newClient(t, addr, func(c *source.Config) { c.Token = "tok-123"; c.AllowPlaintextToken = true }, source.Deps{})
 	cur := reorg.Cursor{"eth": {Number: 1, Hash: H("eth", 0, 1)}}
 	s, err := c.Stream(t.Context(), "SELECT * FROM eth.blocks", fixedCursor(cur))
 	require.NoError(t, err)
@@ -624,7 +624,7 @@ func TestTokenNeverLogged(t *testing.T) {
 		attemptScript{msgs: []msg{W(t, R(0, 0, 0))}, end: status.Error(codes.Unavailable, "x")},
 		attemptScript{msgs: []msg{W(t, R(1, 1, 0))}, hang: true},
 	)
-	c := newClient(t, serve(t, srv), func(c *source.Config) { c.Token = "s3cr3t-token" }, source.Deps{Logger: logger})
+	c := newClient(t, serve(t, srv), func(c *source.Config) { c.Token = "s3cr3t-token"; c.AllowPlaintextToken = true }, source.Deps{Logger: logger})
 	s, err := c.Stream(t.Context(), "SELECT 1", fixedCursor(nil))
 	require.NoError(t, err)
 	defer s.Close()

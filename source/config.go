@@ -37,6 +37,10 @@ type Config struct {
 	// both GetFlightInfo and DoGet (hosted gateways require it; ampd ignores
 	// it). It is never logged. Default: empty.
 	Token string
+	// AllowPlaintextToken lets a Token be sent without TLS, where anyone on
+	// the network path can read it; New then logs a warning. Validate
+	// refuses a Token with TLS disabled unless it is set. Default false.
+	AllowPlaintextToken bool
 	// MaxRecvMsgSize is the largest gRPC message accepted, in bytes. Default
 	// 64 MiB; at least 32 MiB.
 	MaxRecvMsgSize int
@@ -124,6 +128,10 @@ func (c Config) Validate() error {
 			break
 		}
 	}
+	if c.Token != "" && !c.TLS.Enabled && !c.AllowPlaintextToken {
+		add("an Amp token is set (BRIDGE_AMP_TOKEN or amp.token_file) but amp.tls.enabled is false: the token would be sent in plaintext; " +
+			"set amp.tls.enabled: true, or amp.allow_plaintext_token: true to send it unencrypted on purpose (a trusted local network only)")
+	}
 	if c.MaxRecvMsgSize < MinMaxRecvMsgSize {
 		add("amp.max_recv_bytes %d is below %d (32 MiB), Amp's message limit; raise it", c.MaxRecvMsgSize, MinMaxRecvMsgSize)
 	}
@@ -167,6 +175,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("addr", c.Addr),
 		slog.Bool("tls", c.TLS.Enabled),
 		slog.Bool("token_set", c.Token != ""),
+		slog.Bool("allow_plaintext_token", c.AllowPlaintextToken),
 		slog.Int("max_recv_msg_size", c.MaxRecvMsgSize),
 		slog.Int("read_ahead", c.ReadAhead),
 		slog.Int64("read_ahead_bytes", c.ReadAheadBytes),

@@ -11,7 +11,9 @@
 // "false" for [Client.Query]) and the amp-resume cursor are sent on
 // GetFlightInfo only (the server fixes both in the ticket); "authorization:
 // Bearer <token>" is sent on both calls when [Config.Token] is set, and the
-// token is never logged. One gRPC client (plaintext, or TLS with the system
+// token is never logged; a token without TLS is refused by [Config.Validate]
+// unless [Config.AllowPlaintextToken] is set, and then [New] warns. One gRPC
+// client (plaintext, or TLS with the system
 // roots or a CA file and an optional client certificate) is shared by every
 // stream and reused across reconnects. The receive limit is at least 32 MiB.
 //
@@ -73,7 +75,11 @@
 // INVALID_ARGUMENT, NOT_FOUND, UNIMPLEMENTED, UNAUTHENTICATED,
 // PERMISSION_DENIED (and FAILED_PRECONDITION, OUT_OF_RANGE, ALREADY_EXISTS)
 // fail fast as a [*StatusError] with the server's message; every permanent
-// error matches [ErrPermanent] with errors.Is. [ErrRetriesExhausted] ends a
+// error matches [ErrPermanent] with errors.Is. Three of them say what to
+// configure ([StatusError.Reason]): UNAUTHENTICATED without a token
+// ([ErrTokenMissing]) or with one ([ErrTokenRefused]), and a TLS handshake
+// that could not verify the server's certificate ([ErrUntrustedCertificate],
+// an UNAVAILABLE that is not retried). [ErrRetriesExhausted] ends a
 // stream after [BackoffConfig.MaxAttempts] consecutive failures (0: never).
 // Cancelling the stream's context stops the reader and the gRPC stream at
 // once and Next returns ctx.Err(). Every goroutine a stream starts is waited

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -15,6 +16,23 @@ var (
 	// UNIMPLEMENTED, UNAUTHENTICATED, PERMISSION_DENIED, ...), sent
 	// malformed app_metadata, or the caller supplied an invalid cursor.
 	ErrPermanent = errors.New("source: permanent error")
+
+	// ErrTokenMissing is the reason of a StatusError (errors.Is) when the
+	// server answered UNAUTHENTICATED and no token is configured. It is
+	// permanent.
+	ErrTokenMissing = errors.New("source: the Amp server requires a bearer token and none is set; set BRIDGE_AMP_TOKEN or amp.token_file")
+
+	// ErrTokenRefused is the reason of a StatusError (errors.Is) when the
+	// server answered UNAUTHENTICATED to the configured token. It is
+	// permanent.
+	ErrTokenRefused = errors.New("source: the token was refused (UNAUTHENTICATED); check the token in BRIDGE_AMP_TOKEN or amp.token_file")
+
+	// ErrUntrustedCertificate is the reason of a StatusError (errors.Is)
+	// when the TLS handshake failed because the server's certificate did
+	// not verify: it is signed by a CA not trusted, or names another host.
+	// It is permanent: retrying meets the same certificate.
+	ErrUntrustedCertificate = errors.New("source: the Amp server's TLS certificate is not trusted; set amp.tls.ca_file to the CA that signed it, " +
+		"or amp.tls.server_name to a name the certificate holds")
 
 	// ErrClosed is returned by Next after Close.
 	ErrClosed = errors.New("source: stream closed")
@@ -31,7 +49,8 @@ var (
 
 // StatusError is a gRPC status returned by the Flight server, with the
 // server's message kept verbatim (Amp puts the cause chain in it).
-// errors.Is(err, ErrPermanent) is true for the codes that are not retried.
+// errors.Is(err, ErrPermanent) is true for the codes that are not retried
+// and whenever Reason is set.
 type StatusError struct {
 	// Op is the call that failed: "GetFlightInfo" or "DoGet".
 	Op string
@@ -39,18 +58,32 @@ type StatusError struct {
 	Code codes.Code
 	// Message is the server's status message.
 	Message string
+	// Reason, when not nil, is what the status means for the bridge's
+	// configuration: ErrTokenMissing, ErrTokenRefused or
+	// ErrUntrustedCertificate. errors.Is matches it, and Error ends with its
+	// advice.
+	Reason error
 }
 
-// Error returns e.g. `source: DoGet: InvalidArgument: invalid query: ...`.
+// Error returns e.g. `source: DoGet: InvalidArgument: invalid query: ...`,
+// followed by the Reason's advice when there is one.
 func (e *StatusError) Error() string {
-	return fmt.Sprintf("source: %s: %s: %s", e.Op, e.Code, e.Message)
+	s := fmt.Sprintf("source: %s: %s: %s", e.Op, e.Code, e.Message)
+	if e.Reason != nil {
+		s += ": " + strings.TrimPrefix(e.Reason.Error(), "source: ")
+	}
+	return s
 }
 
-// Permanent reports whether retrying cannot help (see PermanentCode).
-func (e *StatusError) Permanent() bool { return PermanentCode(e.Code) }
+// Permanent reports whether retrying cannot help: a Reason is set, or the
+// code is permanent (see PermanentCode).
+func (e *StatusError) Permanent() bool { return e.Reason != nil || PermanentCode(e.Code) }
 
-// Is makes errors.Is(err, ErrPermanent) true for permanent codes.
-func (e *StatusError) Is(target error) bool { return target == ErrPermanent && e.Permanent() }
+// Is makes errors.Is(err, ErrPermanent) true for permanent errors, and
+// errors.Is(err, e.Reason) true.
+func (e *StatusError) Is(target error) bool {
+	return (target == ErrPermanent && e.Permanent()) || (e.Reason != nil && target == e.Reason)
+}
 
 // Timeout reports whether the call ran out of time (DEADLINE_EXCEEDED): the
 // server did not answer within the call's deadline. Like net.Error's, it

@@ -399,14 +399,14 @@ func (s *Stream) attempt(ctx context.Context, cur reorg.Cursor) (res attemptResu
 	}
 	st, err := s.c.svc.DoGet(s.c.withAuth(actx), tk)
 	if err != nil {
-		return res, statusError("DoGet", err)
+		return res, s.c.callError("DoGet", err)
 	}
 	dr := &dataReader{stream: st}
 	// NewRecordReader blocks until the schema arrives, which Amp sends only
 	// with the first microbatch; cancelling actx unblocks it.
 	rdr, err := flight.NewRecordReader(dr, ipc.WithAllocator(s.c.mem))
 	if err != nil {
-		return res, statusError("DoGet", err)
+		return res, s.c.callError("DoGet", err)
 	}
 	defer rdr.Release()
 	for idx := 0; rdr.Next(); idx++ {
@@ -444,7 +444,7 @@ func (s *Stream) attempt(ctx context.Context, cur reorg.Cursor) (res attemptResu
 		res.complete = md.Complete
 	}
 	if err := rdr.Err(); err != nil {
-		return res, statusError("DoGet", err)
+		return res, s.c.callError("DoGet", err)
 	}
 	return res, io.EOF
 }

@@ -89,10 +89,15 @@ func TestTLS(t *testing.T) {
 		mtls     bool
 		tls      source.TLSConfig
 		wantCode codes.Code // codes.OK: the stream works
+		// permanent: the certificate did not verify, which ends the
+		// stream at once (ErrUntrustedCertificate); otherwise the one
+		// attempt is retried and exhausted.
+		permanent bool
 	}{
 		{name: "ca file", tls: source.TLSConfig{Enabled: true, CAFile: pki.caFile}},
 		{name: "ca file with server name", tls: source.TLSConfig{Enabled: true, CAFile: pki.caFile, ServerName: "amp.test"}},
-		{name: "system roots reject a private CA", tls: source.TLSConfig{Enabled: true}, wantCode: codes.Unavailable},
+		{name: "system roots reject a private CA", tls: source.TLSConfig{Enabled: true}, wantCode: codes.Unavailable, permanent: true},
+		{name: "a name the certificate lacks", tls: source.TLSConfig{Enabled: true, CAFile: pki.caFile, ServerName: "other.test"}, wantCode: codes.Unavailable, permanent: true},
 		{name: "client certificate", mtls: true, tls: source.TLSConfig{Enabled: true, CAFile: pki.caFile, CertFile: pki.clientCert, KeyFile: pki.clientKey}},
 		{name: "missing client certificate", mtls: true, tls: source.TLSConfig{Enabled: true, CAFile: pki.caFile}, wantCode: codes.Unavailable},
 		{name: "plaintext client to a TLS server", tls: source.TLSConfig{}, wantCode: codes.Unavailable},
@@ -114,8 +119,16 @@ func TestTLS(t *testing.T) {
 				return
 			}
 			err = nextErr(t, s)
-			assert.ErrorIs(t, err, source.ErrRetriesExhausted)
 			assert.Equal(t, tt.wantCode, status.Code(err), "%v", err)
+			if tt.permanent {
+				assert.ErrorIs(t, err, source.ErrUntrustedCertificate)
+				assert.ErrorIs(t, err, source.ErrPermanent)
+				assert.ErrorContains(t, err, "amp.tls.ca_file")
+				assert.ErrorContains(t, err, "x509:", "the verification error is kept")
+				return
+			}
+			assert.ErrorIs(t, err, source.ErrRetriesExhausted)
+			assert.NotErrorIs(t, err, source.ErrUntrustedCertificate)
 		})
 	}
 }

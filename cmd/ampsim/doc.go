@@ -11,4 +11,8 @@
 // For throughput runs, -replay-blocks 64 -batch-rows 10000 serves the rows
 // of 64 pre-generated template blocks (ampsim.Config.ReplayBlocks), so the
 // simulator costs little per row.
+//
+// -tls-cert and -tls-key serve TLS instead of plaintext; with AMPSIM_TOKEN
+// set in its environment every call must carry "authorization: Bearer
+// $AMPSIM_TOKEN" (a hosted gateway; UNAUTHENTICATED otherwise).
 package main

@@ -46,6 +46,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		dict       = fs.Bool("dictionary-strings", false, "send Utf8 columns dictionary-encoded")
 		replay     = fs.Int("replay-blocks", 0, "replay the transactions and logs rows of this many template blocks instead of generating every block (cheap per row, for throughput runs; 0 = generate)")
 		batchRows  = fs.Int("batch-rows", ampsim.DefaultBatchRows, "rows per record batch (DataFusion's batch size)")
+		tlsCert    = fs.String("tls-cert", "", "serve TLS with this PEM certificate (with -tls-key)")
+		tlsKey     = fs.String("tls-key", "", "PEM private key of -tls-cert")
 		verbose    = fs.Bool("v", false, "log requests to stderr")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -76,7 +78,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		DictionaryStrings:   *dict,
 		ReplayBlocks:        *replay,
 		BatchRows:           *batchRows,
-		Logger:              logger,
+		TLSCertFile:         *tlsCert,
+		TLSKeyFile:          *tlsKey,
+		// A secret is not a flag: flags show in ps.
+		Token:  os.Getenv("AMPSIM_TOKEN"),
+		Logger: logger,
 		OnRequest: func(ri ampsim.RequestInfo) {
 			logger.Debug("request", "method", ri.Method, "sql", ri.SQL, "streaming", ri.Streaming, "cursor", ri.Cursor)
 		},

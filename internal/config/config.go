@@ -63,6 +63,11 @@ type AmpConfig struct {
 	TokenFile string `yaml:"token_file"`
 	// Token is set only from the environment (BRIDGE_AMP_TOKEN) or TokenFile; never from YAML.
 	Token Secret `yaml:"-"`
+	// AllowPlaintextToken lets the token be sent without TLS
+	// (source.Config.AllowPlaintextToken): a token with tls.enabled false is
+	// refused unless it is true, and then `bridge run` warns at start.
+	// Default false.
+	AllowPlaintextToken bool `yaml:"allow_plaintext_token"`
 	// MaxRecvBytes is the gRPC receive limit (source.Config.MaxRecvMsgSize).
 	// Default source.DefaultMaxRecvMsgSize (64 MiB), at least 32 MiB.
 	MaxRecvBytes ByteSize `yaml:"max_recv_bytes"`
@@ -733,6 +738,7 @@ func (c *Config) Source() source.Config {
 	s.Addr = a.Addr
 	s.TLS = a.TLS
 	s.Token = string(a.Token)
+	s.AllowPlaintextToken = a.AllowPlaintextToken
 	s.MaxRecvMsgSize = int(a.MaxRecvBytes)
 	s.RequestTimeout = a.RequestTimeout
 	s.ReadAhead = a.ReadAhead

@@ -47,7 +47,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 func TestLoadConfigEnvOverridesAndSecrets(t *testing.T) {
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("file-token\n"), 0o600))
-	c, err := LoadConfig(writeConfig(t, minimalYAML+"amp:\n  token_file: "+tokenFile+"\n"), envMap(map[string]string{
+	c, err := LoadConfig(writeConfig(t, minimalYAML+"amp:\n  tls: {enabled: true}\n  token_file: "+tokenFile+"\n"), envMap(map[string]string{
 		"BRIDGE_KAFKA_BROKERS":                 "a:1, b:2",
 		"BRIDGE_STREAMS_0_SQL":                 "SELECT 1",
 		"BRIDGE_STREAMS_0_TRANSACTION_MAX_AGE": "250ms",

@@ -307,7 +307,7 @@ func TestUnknownEnvironment(t *testing.T) {
 		errContains []string
 	}{
 		{name: "known and exempt", env: map[string]string{"BRIDGE_KAFKA_BROKERS": "a:1", "BRIDGE_TEST_KAFKA_SEEDS": "x",
-			"BRIDGE_LOCAL_DIR": "/tmp", "BRIDGE_PYTHON": "python3", "BRIDGE_AMP_TOKEN": "t", "BRIDGE_STREAMS_0_SQL": "SELECT 2"}},
+			"BRIDGE_LOCAL_DIR": "/tmp", "BRIDGE_PYTHON": "python3", "BRIDGE_AMP_TOKEN": "t", "BRIDGE_AMP_TLS_ENABLED": "true", "BRIDGE_STREAMS_0_SQL": "SELECT 2"}},
 		{name: "typo", env: map[string]string{"BRIDGE_KAFKA_BROKER": "a:1"},
 			errContains: []string{"BRIDGE_KAFKA_BROKER", "did you mean BRIDGE_KAFKA_BROKERS (kafka.brokers)?"}},
 		{name: "stream typo", env: map[string]string{"BRIDGE_STREAMS_0_PARTITONS": "6"},
@@ -394,7 +394,9 @@ func TestValidateReportsWhatRunReports(t *testing.T) {
 		errContains string
 	}{
 		{name: "amp addr with a scheme", env: map[string]string{"BRIDGE_AMP_ADDR": "grpc://amp:1602"}, errContains: `amp.addr "grpc://amp:1602" is not host:port`},
-		{name: "amp token with a newline", env: map[string]string{"BRIDGE_AMP_TOKEN": "tok\n"}, errContains: "BRIDGE_AMP_TOKEN or amp.token_file"},
+		{name: "amp token with a newline", env: map[string]string{"BRIDGE_AMP_TOKEN": "tok\n", "BRIDGE_AMP_TLS_ENABLED": "true"}, errContains: "BRIDGE_AMP_TOKEN or amp.token_file"},
+		{name: "amp token over plaintext", env: map[string]string{"BRIDGE_AMP_TOKEN": "tok"}, errContains: "an Amp token is set (BRIDGE_AMP_TOKEN or amp.token_file) but amp.tls.enabled is false"},
+		{name: "amp token file over plaintext", yaml: "amp:\n  token_file: TOKENFILE\n", errContains: "amp.allow_plaintext_token: true"},
 		{name: "amp tls files without tls", env: map[string]string{"BRIDGE_AMP_TLS_CA_FILE": "ca.pem"}, errContains: "amp.tls.ca_file is set but amp.tls.enabled is false"},
 		{name: "amp jitter", env: map[string]string{"BRIDGE_AMP_RECONNECT_JITTER": "2"}, errContains: "amp.reconnect_jitter"},
 		{name: "broker without port", env: map[string]string{"BRIDGE_KAFKA_BROKERS": "kafka"}, errContains: `kafka.brokers: entry 0 "kafka" is not host:port`},
@@ -413,9 +415,51 @@ func TestValidateReportsWhatRunReports(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := LoadConfig(writeConfig(t, minimalYAML+tt.yaml), envMap(tt.env))
+			tokenFile := filepath.Join(t.TempDir(), "token")
+			require.NoError(t, os.WriteFile(tokenFile, []byte("tok"), 0o600))
+			yaml := strings.ReplaceAll(minimalYAML+tt.yaml, "TOKENFILE", tokenFile)
+			_, err := LoadConfig(writeConfig(t, yaml), envMap(tt.env))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.errContains)
+		})
+	}
+}
+
+// TestPlaintextToken: a token without TLS is refused by Validate (and so
+// by `bridge validate` and `bridge run`) with an error that names the token,
+// amp.tls.enabled and amp.allow_plaintext_token, and not the token itself;
+// amp.allow_plaintext_token or TLS admits it.
+func TestPlaintextToken(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		env  map[string]string
+		ok   bool
+	}{
+		{name: "env token, no tls", env: map[string]string{"BRIDGE_AMP_TOKEN": "s3cr3t-tok"}},
+		{name: "token file, no tls", yaml: "amp:\n  token_file: TOKENFILE\n"},
+		{name: "explicitly false", yaml: "amp:\n  allow_plaintext_token: false\n", env: map[string]string{"BRIDGE_AMP_TOKEN": "s3cr3t-tok"}},
+		{name: "allowed in the file", yaml: "amp:\n  allow_plaintext_token: true\n", env: map[string]string{"BRIDGE_AMP_TOKEN": "s3cr3t-tok"}, ok: true},
+		{name: "allowed by the environment", env: map[string]string{"BRIDGE_AMP_TOKEN": "s3cr3t-tok", "BRIDGE_AMP_ALLOW_PLAINTEXT_TOKEN": "true"}, ok: true},
+		{name: "tls", yaml: "amp:\n  tls: {enabled: true}\n  token_file: TOKENFILE\n", ok: true},
+		{name: "no token", yaml: "amp:\n  allow_plaintext_token: false\n", ok: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tokenFile := filepath.Join(t.TempDir(), "token")
+			require.NoError(t, os.WriteFile(tokenFile, []byte("s3cr3t-tok\n"), 0o600))
+			yaml := strings.ReplaceAll(minimalYAML+tt.yaml, "TOKENFILE", tokenFile)
+			c, err := LoadConfig(writeConfig(t, yaml), envMap(tt.env))
+			if tt.ok {
+				require.NoError(t, err)
+				assert.Equal(t, c.Amp.AllowPlaintextToken, c.Source().AllowPlaintextToken)
+				return
+			}
+			require.Error(t, err)
+			for _, s := range []string{"BRIDGE_AMP_TOKEN or amp.token_file", "amp.tls.enabled", "amp.allow_plaintext_token"} {
+				assert.ErrorContains(t, err, s)
+			}
+			assert.NotContains(t, err.Error(), "s3cr3t-tok")
 		})
 	}
 }

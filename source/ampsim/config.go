@@ -1,6 +1,7 @@
 package ampsim
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -185,6 +186,21 @@ type Config struct {
 	// block's rows are generated from its hash as it is served.
 	ReplayBlocks int
 
+	// TLS, when set, makes the server speak TLS with this configuration
+	// (its Certificates, and ClientCAs/ClientAuth for mutual TLS) instead
+	// of plaintext h2c. Default nil: plaintext, like ampd.
+	TLS *tls.Config
+	// TLSCertFile and TLSKeyFile, when set, are a PEM certificate and key
+	// the server presents over TLS; they are loaded by New and added to
+	// TLS (a new one with TLS 1.2 or newer when TLS is nil).
+	TLSCertFile, TLSKeyFile string
+	// Token, when not empty, is the bearer token every GetFlightInfo and
+	// DoGet must carry ("authorization: Bearer <Token>"), as a hosted Amp
+	// gateway requires; a call without it or with another token fails with
+	// UNAUTHENTICATED before it is recorded. Default empty: no token is
+	// required and any authorization header is ignored, like ampd.
+	Token string
+
 	// Allocator allocates every Arrow buffer the server builds. Default
 	// memory.NewGoAllocator(); tests pass a checked allocator.
 	Allocator memory.Allocator
@@ -274,6 +290,21 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return c, fmt.Errorf("ampsim: TLSCertFile and TLSKeyFile must be set together")
+	}
+	if c.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
+		if err != nil {
+			return c, fmt.Errorf("ampsim: loading TLSCertFile/TLSKeyFile: %w", err)
+		}
+		if c.TLS == nil {
+			c.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+		} else {
+			c.TLS = c.TLS.Clone()
+		}
+		c.TLS.Certificates = append(c.TLS.Certificates, cert)
 	}
 	if err := c.validate(); err != nil {
 		return c, err

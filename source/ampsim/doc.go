@@ -26,6 +26,11 @@
 //   - DoGet streams the §2.2 sequence (streaming) or the §2.6 sequence
 //     (batch), with JSON app_metadata on every record batch, ~2 MiB zero-copy
 //     splits (§2.4) and keep-alives per [KeepAlivePolicy].
+//   - With [Config.TLS] (or TLSCertFile/TLSKeyFile) it serves TLS instead
+//     of plaintext h2c; with [Config.Token] every call must carry
+//     "authorization: Bearer <token>" and fails with UNAUTHENTICATED
+//     otherwise, as a hosted gateway does (ampd itself serves plaintext and
+//     ignores the header).
 //   - Every other RPC returns UNIMPLEMENTED. Handshake also returns
 //     UNIMPLEMENTED (the real server panics instead; never call it).
 //

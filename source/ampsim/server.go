@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 )
@@ -123,7 +124,14 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("ampsim: listening on %s: %w", s.cfg.Addr, err)
 	}
 	s.lis = &trackingListener{Listener: lis, s: s}
-	s.grpc = grpc.NewServer(grpc.WaitForHandlers(true))
+	opts := []grpc.ServerOption{grpc.WaitForHandlers(true)}
+	if s.cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cfg.TLS)))
+	}
+	if s.cfg.Token != "" {
+		opts = append(opts, grpc.ChainUnaryInterceptor(s.authUnary), grpc.ChainStreamInterceptor(s.authStream))
+	}
+	s.grpc = grpc.NewServer(opts...)
 	flight.RegisterFlightServiceServer(s.grpc, s)
 	s.started = true
 	s.wg.Go(func() {
