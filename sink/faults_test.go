@@ -438,7 +438,7 @@ func TestInvalidEpochAfterTransactionTimeout(t *testing.T) {
 			_, err := p.Commit(ctx)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, tc.want)
-			if tc.want == ErrUnknownOutcome {
+			if errors.Is(tc.want, ErrUnknownOutcome) {
 				assert.NotErrorIs(t, err, ErrFenced)
 			}
 			if tc.errContains != "" {

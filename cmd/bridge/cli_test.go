@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -30,7 +29,7 @@ func writeConfig(t *testing.T, body string) string {
 
 // TestExampleConfigIsValid keeps deploy/bridge.example.yaml loadable.
 func TestExampleConfigIsValid(t *testing.T) {
-	var out, errOut strings.Builder
+	var out, errOut logBuffer
 	code := run(t.Context(), []string{"validate", "-c", "../../deploy/bridge.example.yaml"}, &out, &errOut)
 	require.Equal(t, 0, code, errOut.String())
 	assert.Contains(t, out.String(), "valid, 1 stream(s)")
@@ -41,7 +40,7 @@ func TestExampleConfigIsValid(t *testing.T) {
 
 func TestSetFlags(t *testing.T) {
 	path := writeConfig(t, minimalYAML)
-	var out, errOut strings.Builder
+	var out, errOut logBuffer
 	code := run(t.Context(), []string{"validate", "-c", path, "-set", "streams.0.topic=custom.{stream}", "-set", "kafka.brokers=x:1,y:2"}, &out, &errOut)
 	require.Equal(t, 0, code, errOut.String())
 
@@ -81,7 +80,7 @@ func TestValidateCommand(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var out, errOut strings.Builder
+			var out, errOut logBuffer
 			code := run(t.Context(), append([]string{"validate", "-c", path}, tt.args...), &out, &errOut)
 			assert.Equal(t, tt.code, code, errOut.String())
 			if tt.errContains != "" {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +11,7 @@ import (
 // TestDemoVerifies runs the README's first command, shortened: it must
 // publish, retract after reorgs, and end with a clean verification.
 func TestDemoVerifies(t *testing.T) {
-	var out, errOut strings.Builder
+	var out, errOut logBuffer
 	err := runDemo(t.Context(), demoOptions{duration: 2 * time.Second, blockEvery: 100 * time.Millisecond,
 		reorgEvery: 4, reorgDepth: 2, txPerBlock: 5}, &out, &errOut)
 	t.Log(out.String())
@@ -23,7 +22,7 @@ func TestDemoVerifies(t *testing.T) {
 }
 
 func TestDemoRejectsBadFlags(t *testing.T) {
-	var out, errOut strings.Builder
+	var out, errOut logBuffer
 	code := run(t.Context(), []string{"demo", "-duration", "0s"}, &out, &errOut)
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut.String(), "-duration")

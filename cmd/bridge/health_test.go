@@ -17,7 +17,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
@@ -28,19 +27,6 @@ import (
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
 )
-
-// fakeCluster is fakeServices with the kfake cluster, to inject faults.
-func fakeCluster(t testing.TB) (services, *kfake.Cluster) {
-	t.Helper()
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1))
-	require.NoError(t, err)
-	t.Cleanup(kc.Close)
-	mr := miniredis.RunT(t)
-	reg := srfake.New()
-	t.Cleanup(reg.Close)
-	return services{name: "fakes", brokers: kc.ListenAddrs(), redis: mr.Addr(), registry: reg.URL(),
-		flush: func(testing.TB) { mr.FlushAll() }}, kc
-}
 
 // streamReport returns the health report of stream id.
 func streamReport(b *bridge, id string) health.StreamReport {
@@ -137,7 +123,7 @@ func TestReplicationFactorTheClusterCannotGive(t *testing.T) {
 // one aborts it and the stream restarts from its checkpoint in the same
 // process; both end ready again, and the topic verifies clean.
 func TestReadinessFollowsAKafkaStall(t *testing.T) {
-	svc, kc := fakeCluster(t)
+	svc, kc := fakeServicesCluster(t)
 	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 10}, MaxMicrobatchBlocks: 2}, 128)
 	h.cfg.HTTP.ReadyTimeout = 300 * time.Millisecond
 	h.cfg.Kafka.DeliveryTimeout = 2 * time.Second

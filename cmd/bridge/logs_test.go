@@ -15,7 +15,11 @@ import (
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
 )
 
-// logBuffer collects JSON log lines from the bridge's goroutines.
+// logBuffer collects what the bridge's goroutines write (JSON log lines, a
+// command's output), safe for concurrent use: the go-redis and gRPC
+// adapters are process-global (liblog), so a client of an earlier or a
+// parallel command may still log into a command's stderr while a test
+// reads it.
 type logBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer

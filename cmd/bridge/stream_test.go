@@ -14,14 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/ops"
@@ -43,14 +40,8 @@ type services struct {
 // fakeServices starts kfake, miniredis and srfake for one test.
 func fakeServices(t testing.TB) services {
 	t.Helper()
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1))
-	require.NoError(t, err)
-	t.Cleanup(kc.Close)
-	mr := miniredis.RunT(t)
-	reg := srfake.New()
-	t.Cleanup(reg.Close)
-	return services{name: "fakes", brokers: kc.ListenAddrs(), redis: mr.Addr(), registry: reg.URL(),
-		flush: func(testing.TB) { mr.FlushAll() }}
+	svc, _ := fakeServicesCluster(t)
+	return svc
 }
 
 // harness runs the bridge against a simulator and services, with the
@@ -467,7 +458,7 @@ streams:
   - id: %s
     sql: %s
 `, h.sim.Addr(), h.cfg.Streams[0].ID, h.cfg.Streams[0].SQL)), 0o600))
-	var out, errOut strings.Builder
+	var out, errOut logBuffer
 	code := run(t.Context(), []string{"schema", "-c", path}, &out, &errOut)
 	require.Equal(t, 0, code, errOut.String())
 	assert.Contains(t, out.String(), "subject amp."+h.cfg.Streams[0].ID+"-value")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,7 +62,7 @@ func TestStatusTimeoutNamesAmp(t *testing.T) {
 		"-set", "checkpoint.store=redis", "-set", "checkpoint.redis.addr=" + h.cfg.Checkpoint.Redis.Addr,
 		"-set", "checkpoint.redis.key_prefix=" + h.cfg.Checkpoint.Redis.KeyPrefix,
 		"-set", "streams.0.id=" + sc.ID, "-set", "streams.0.sql=" + sc.SQL, "-set", "streams.0.topic=" + sc.Topic}
-	var out, errOut strings.Builder
+	var out, errOut logBuffer
 	start := time.Now()
 	code := run(t.Context(), args, &out, &errOut)
 	took := time.Since(start)
@@ -93,7 +92,7 @@ func TestNoAnswerNamesTheService(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var out, errOut strings.Builder
+			var out, errOut logBuffer
 			args := append([]string{tt.args[0], "-c", writeConfig(t, minimalYAML), "-timeout", "500ms"}, tt.args[1:]...)
 			start := time.Now()
 			code := run(t.Context(), args, &out, &errOut)
