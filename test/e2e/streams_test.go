@@ -185,7 +185,7 @@ func TestIntegrationTwoStreamsOnePermanentError(t *testing.T) {
 	var rep streamReady
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		code, rep = readyzStream(t, addr, badID)
+		code, rep = readyzStream(t, p, addr, badID)
 		if rep.State == "failed" {
 			break
 		}
@@ -199,7 +199,7 @@ func TestIntegrationTwoStreamsOnePermanentError(t *testing.T) {
 	assert.Contains(t, rep.Reason, "tx_hash", "the reason lists the query's columns")
 	deadline = time.Now().Add(90 * time.Second)
 	for {
-		code, rep = readyzStream(t, addr, streamID)
+		code, rep = readyzStream(t, p, addr, streamID)
 		if code == http.StatusOK {
 			break
 		}
@@ -221,7 +221,7 @@ func TestIntegrationTwoStreamsOnePermanentError(t *testing.T) {
 	assert.Equal(t, pid, p.Pid())
 	assert.Equal(t, 1, grepCount(logPath, `msg="bridge starting"`), "one process, started once")
 	assert.Equal(t, 1, grepCount(logPath, "a stream stopped on a permanent error; the other streams go on"))
-	code, rep = readyzStream(t, addr, badID)
+	code, rep = readyzStream(t, p, addr, badID)
 	assert.Equal(t, "failed", rep.State, "a failed stream stays failed (%d)", code)
 
 	m.Stop()
@@ -256,13 +256,16 @@ type streamReady struct {
 
 // readyzStream returns /readyz?stream=id's status code and the stream's
 // entry.
-func readyzStream(t *testing.T, addr, id string) (int, streamReady) {
+func readyzStream(t *testing.T, p *bridgetest.Proc, addr, id string) (int, streamReady) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz?stream="+id, nil)
 	require.NoError(t, err)
 	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		require.False(t, p.Exited(), "the bridge exited: %v; log tail:\n%s", p.Err(), p.Tail(40))
+	}
 	require.NoError(t, err, "/readyz must always answer")
 	defer resp.Body.Close()
 	var rep struct {
