@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -115,6 +116,9 @@ type stack struct {
 	// checkpoint (Sections, indented under it) and http (Stream, indented
 	// under it).
 	extra bridgetest.Config
+	// backfill, when set, replaces the stream's backfill section (YAML
+	// at the stream's level, starting with "backfill:").
+	backfill string
 }
 
 // writeConfig writes the YAML the bridge runs with. Topics, the
@@ -142,12 +146,12 @@ log:
 transaction:
   max_rows: 400
   max_age: 100ms
-backfill:
+` + cmp.Or(s.backfill, `backfill:
   enabled: true
   workers: 2
   partition_size: 90
   step_blocks: 15
-  handover_margin: 12`,
+  handover_margin: 12`),
 	})
 }
 
