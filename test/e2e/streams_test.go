@@ -35,6 +35,7 @@ import (
 // chain mining (with reorgs), stops on SIGTERM with exit 0, and bridge
 // verify and the independent consumer check the whole range.
 func TestIntegrationBrokerRestartDuringBackfill(t *testing.T) {
+	t.Parallel() // with the network-fault tests: make test's time budget
 	python := testenv.Python(t)
 	bin := buildBridge(t)
 	t.Cleanup(func() { holdOnFailure(t.Failed(), t.Logf) })
@@ -151,6 +152,7 @@ func TestIntegrationBrokerRestartDuringBackfill(t *testing.T) {
 // stopped), and bridge verify and the independent consumer check the good
 // stream's topic.
 func TestIntegrationTwoStreamsOnePermanentError(t *testing.T) {
+	t.Parallel()
 	python := testenv.Python(t)
 	bin := buildBridge(t)
 	t.Cleanup(func() { holdOnFailure(t.Failed(), t.Logf) })
