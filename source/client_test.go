@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"runtime"
 	"strings"
 	"sync"
@@ -673,4 +674,33 @@ func TestWithLogger(t *testing.T) {
 	assert.Contains(t, streamBuf.String(), "reconnecting")
 	assert.Contains(t, streamBuf.String(), "stream=s1")
 	assert.Empty(t, clientBuf.String())
+}
+
+// TestRetryHookWithoutMarker: an Amp that does not answer a reconnect's
+// GetFlightInfo queues no envelope, so no KindReconnect marker tells the
+// consumer; the retry hook does, on every failed attempt.
+func TestRetryHookWithoutMarker(t *testing.T) {
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens: every attempt fails
+	c := newClient(t, addr, nil, source.Deps{})
+	var mu sync.Mutex
+	var attempts []int
+	s, err := c.Stream(t.Context(), "SELECT 1", fixedCursor(nil), source.WithRetryHook(func(err error, attempt int) {
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Error(t, err)
+		attempts = append(attempts, attempt)
+	}))
+	require.NoError(t, err)
+	defer s.Close()
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(attempts) >= 3
+	}, 10*time.Second, time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []int{1, 2, 3}, attempts[:3], "each failed attempt, counted")
 }

@@ -96,6 +96,9 @@ type Stream struct {
 	streaming bool
 	cursor    func() reorg.Cursor
 	log       *slog.Logger
+	// onRetry, when set, is told of every failed attempt before its
+	// backoff (WithRetryHook).
+	onRetry func(err error, attempt int)
 
 	items    chan item
 	maxBytes int64
@@ -157,6 +160,16 @@ func WithLogger(l *slog.Logger) StreamOption {
 			s.log = l
 		}
 	}
+}
+
+// WithRetryHook makes the stream call fn with the error and the count of
+// consecutive failures each time an attempt failed and it is about to back
+// off and reconnect, whether or not a KindReconnect envelope follows (a
+// reconnect that fails before any envelope of the new stream was read,
+// e.g. a GetFlightInfo to an Amp that stopped answering, produces none).
+// fn runs on the stream's goroutine and must not block.
+func WithRetryHook(fn func(err error, attempt int)) StreamOption {
+	return func(s *Stream) { s.onRetry = fn }
 }
 
 // Query starts a batch (non-streaming) query, sending amp-stream: false so
@@ -331,6 +344,9 @@ func (s *Stream) loop(ctx context.Context, first reorg.Cursor) error {
 			d := cfg.delay(failures, s.c.rand())
 			s.log.LogAttrs(ctx, slog.LevelWarn, "amp stream failed; reconnecting",
 				slog.String("error", s.lastErr.Error()), slog.Int("attempt", failures), slog.Duration("backoff", d))
+			if s.onRetry != nil {
+				s.onRetry(s.lastErr, failures)
+			}
 			select {
 			case <-s.c.clock.After(d):
 			case <-ctx.Done():

@@ -216,7 +216,7 @@ func (r *Stream) probeSynced(ctx context.Context, col string) (reorg.BlockRange,
 // runQuery runs a batch query, hands each result batch to fn (which must
 // not keep it) and returns the completion batch's ranges and the rows seen.
 func (r *Stream) runQuery(ctx context.Context, sql string, fn func(arrow.RecordBatch) error) ([]reorg.BlockRange, int, error) {
-	q, err := r.deps.Amp.Query(ctx, sql, r.ampOpts()...)
+	q, err := r.deps.Amp.Query(ctx, sql, r.publishingAmpOpts()...)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -430,6 +430,7 @@ func (w *backfillWorker) step(ctx context.Context, s source.BlockSpan, last bool
 	}); err != nil {
 		return fmt.Errorf("backfill partition %s: %w", w.part, err)
 	}
+	r.deps.Health.Ready() // a step committed: Amp and Kafka answer
 	w.out.Reset()
 	r.deps.Metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(float64(r.backfillLeft.Add(^(s.Len() - 1))))
 	r.backfillRows.Add(uint64(rows))

@@ -164,6 +164,17 @@ func (r *Stream) ampOpts() []source.StreamOption {
 	return []source.StreamOption{source.WithLogger(r.log.With("component", "source"))}
 }
 
+// publishingAmpOpts are ampOpts for the queries the stream publishes from
+// (the live stream, the backfill's steps): the stream is not ready while
+// Amp does not answer them, since a reconnect that fails before the new
+// stream sends anything yields no KindReconnect envelope. The next commit
+// makes it ready again.
+func (r *Stream) publishingAmpOpts() []source.StreamOption {
+	return append(r.ampOpts(), source.WithRetryHook(func(err error, attempt int) {
+		r.deps.Health.NotReady(fmt.Sprintf("amp: %v; reconnecting, attempt %d", err, attempt))
+	}))
+}
+
 // sinkDeps are the dependencies of the stream's producers and readers.
 func (r *Stream) sinkDeps() sink.Deps {
 	return sink.Deps{Logger: r.log.With("component", "sink"), Registerer: r.deps.Registerer, Now: r.deps.Now, Stream: r.cfg.ID}
@@ -667,7 +678,7 @@ func (r *Stream) open(ctx context.Context) error {
 		_ = r.stream.Close()
 	}
 	r.log.Info("opening the Amp stream", "cursor", cursorText(r.resume))
-	s, err := r.deps.Amp.Stream(ctx, r.cfg.SQL, func() reorg.Cursor { return r.resume }, r.ampOpts()...)
+	s, err := r.deps.Amp.Stream(ctx, r.cfg.SQL, func() reorg.Cursor { return r.resume }, r.publishingAmpOpts()...)
 	if err != nil {
 		return fmt.Errorf("opening stream %s at Amp: %w", r.cfg.ID, err)
 	}
