@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +17,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/tlsconfig"
 )
 
 // KafkaBroker is a private real Apache Kafka broker (single-node KRaft,
@@ -35,6 +39,8 @@ type KafkaBroker struct {
 	advertise func(addr string) string
 	clientAt  string // what advertise returned
 	iport     int
+	sec       *SecurityConfig
+	pki       *PKI
 }
 
 // BrokerOption configures StartKafkaBroker.
@@ -54,6 +60,29 @@ func WithProperties(lines ...string) BrokerOption {
 // markers to itself) uses a third listener that bypasses it.
 func WithAdvertisedAddr(advertise func(addr string) string) BrokerOption {
 	return func(k *KafkaBroker) { k.advertise = advertise }
+}
+
+// SecurityConfig secures the broker's client listener (the one at Addr);
+// the controller and the inter-broker listener stay plaintext, on ports of
+// their own, so only client traffic is affected.
+type SecurityConfig struct {
+	// TLS makes the client listener speak TLS with a server certificate of
+	// a PKI made for the broker (see KafkaBroker.PKI and ClientTLS).
+	TLS bool
+	// ClientAuth requires a client certificate signed by that PKI's CA
+	// (ssl.client.auth=required); it needs TLS.
+	ClientAuth bool
+	// SASL is "" (off), "PLAIN" or "SCRAM-SHA-512": SASL_SSL with TLS,
+	// SASL_PLAINTEXT without.
+	SASL string
+	// Users are the SASL users and their passwords (SCRAM users are added at
+	// format time with --add-scram, so neither may hold "," "[" "]" or "=").
+	Users map[string]string
+}
+
+// WithSecurity secures the broker's client listener as s says.
+func WithSecurity(s SecurityConfig) BrokerOption {
+	return func(k *KafkaBroker) { k.sec = &s }
 }
 
 const brokerLog4j = `status = warn
@@ -86,12 +115,27 @@ func StartKafkaBroker(t testing.TB, opts ...BrokerOption) *KafkaBroker {
 	if k.port, err = freePort(); err == nil {
 		k.cport, err = freePort()
 	}
-	if err == nil && k.advertise != nil {
+	if err == nil && (k.advertise != nil || k.sec != nil) {
 		k.iport, err = freePort()
+	}
+	if err == nil && k.advertise != nil {
 		k.clientAt = k.advertise(k.Addr())
 	}
 	if err != nil {
 		t.Fatalf("starting kafka broker: %v", err)
+	}
+	if k.sec != nil {
+		if k.sec.ClientAuth && !k.sec.TLS {
+			t.Fatalf("starting kafka broker: SecurityConfig.ClientAuth needs TLS")
+		}
+		switch k.sec.SASL {
+		case "", "PLAIN", "SCRAM-SHA-512":
+		default:
+			t.Fatalf("starting kafka broker: SecurityConfig.SASL %q is not \"\", PLAIN or SCRAM-SHA-512", k.sec.SASL)
+		}
+		if k.sec.TLS {
+			k.pki = NewPKI(t)
+		}
 	}
 	if err := k.format(); err != nil {
 		t.Fatalf("formatting kafka broker storage: %v", err)
@@ -117,6 +161,23 @@ func (k *KafkaBroker) AdvertisedAddr() string {
 		return k.clientAt
 	}
 	return k.Addr()
+}
+
+// PKI returns the certificates of a TLS broker (WithSecurity), nil otherwise.
+func (k *KafkaBroker) PKI() *PKI { return k.pki }
+
+// ClientTLS returns the client TLS setting for a TLS broker: its CA, and
+// with clientCert also the client certificate and key. It is disabled for a
+// broker without TLS.
+func (k *KafkaBroker) ClientTLS(clientCert bool) tlsconfig.Config {
+	if k.pki == nil {
+		return tlsconfig.Config{}
+	}
+	c := tlsconfig.Config{Enabled: true, CAFile: k.pki.CAFile}
+	if clientCert {
+		c.CertFile, c.KeyFile = k.pki.ClientCertFile, k.pki.ClientKeyFile
+	}
+	return c
 }
 
 // Pid returns the process id of the running broker (0 when stopped).
@@ -207,7 +268,10 @@ group.initial.rebalance.delay.ms=0
 broker.heartbeat.interval.ms=500
 broker.session.timeout.ms=3000
 `, k.port, k.cport, filepath.Join(k.dir, "data"))
-	if k.advertise != nil {
+	switch {
+	case k.sec != nil:
+		props += k.securityProps()
+	case k.advertise != nil:
 		props += fmt.Sprintf(`listeners=PLAINTEXT://127.0.0.1:%[1]d,CONTROLLER://127.0.0.1:%[2]d,INTERNAL://127.0.0.1:%[3]d
 advertised.listeners=PLAINTEXT://%[4]s,INTERNAL://127.0.0.1:%[3]d
 inter.broker.listener.name=INTERNAL
@@ -225,11 +289,70 @@ listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,INTERNAL
 	}
 	args := append(k.jvmArgs(), "kafka.tools.StorageTool", "format",
 		"-t", clusterID(), "-c", filepath.Join(k.dir, "server.properties"), "--ignore-formatted")
+	if k.sec != nil && k.sec.SASL == "SCRAM-SHA-512" {
+		for _, name := range slices.Sorted(maps.Keys(k.sec.Users)) {
+			args = append(args, "--add-scram", fmt.Sprintf("SCRAM-SHA-512=[name=%s,password=%s]", name, k.sec.Users[name]))
+		}
+	}
 	out, err := exec.CommandContext(context.Background(), k.java, args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("running StorageTool format: %w: %s", err, out)
 	}
 	return nil
+}
+
+// securityProps returns the server.properties lines of WithSecurity: the
+// client listener CLIENT (SSL, SASL_SSL or SASL_PLAINTEXT) at Addr, and a
+// plaintext INTERNAL listener for inter-broker traffic.
+func (k *KafkaBroker) securityProps() string {
+	proto := "PLAINTEXT"
+	switch {
+	case k.sec.TLS && k.sec.SASL != "":
+		proto = "SASL_SSL"
+	case k.sec.TLS:
+		proto = "SSL"
+	case k.sec.SASL != "":
+		proto = "SASL_PLAINTEXT"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `listeners=CLIENT://127.0.0.1:%[1]d,CONTROLLER://127.0.0.1:%[2]d,INTERNAL://127.0.0.1:%[3]d
+advertised.listeners=CLIENT://%[4]s,INTERNAL://127.0.0.1:%[3]d
+inter.broker.listener.name=INTERNAL
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,CLIENT:%[5]s,INTERNAL:PLAINTEXT
+`, k.port, k.cport, k.iport, k.AdvertisedAddr(), proto)
+	// A properties value is one line: "\n" escapes become newlines on load.
+	inline := func(path string) string {
+		pem, err := os.ReadFile(path)
+		if err != nil {
+			k.t.Fatalf("reading %s: %v", path, err)
+		}
+		return strings.ReplaceAll(strings.TrimSpace(string(pem)), "\n", `\n`)
+	}
+	if k.sec.TLS {
+		b.WriteString("listener.name.client.ssl.keystore.type=PEM\n")
+		fmt.Fprintf(&b, "listener.name.client.ssl.keystore.certificate.chain=%s\n", inline(k.pki.ServerCertFile))
+		fmt.Fprintf(&b, "listener.name.client.ssl.keystore.key=%s\n", inline(k.pki.ServerKeyFile))
+		if k.sec.ClientAuth {
+			b.WriteString("listener.name.client.ssl.client.auth=required\n")
+			b.WriteString("listener.name.client.ssl.truststore.type=PEM\n")
+			fmt.Fprintf(&b, "listener.name.client.ssl.truststore.certificates=%s\n", inline(k.pki.CAFile))
+		}
+	}
+	// JAAS string literals: a backslash or a quote would need escaping.
+	quote := func(s string) string { return strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) }
+	switch k.sec.SASL {
+	case "PLAIN":
+		b.WriteString("listener.name.client.sasl.enabled.mechanisms=PLAIN\n")
+		b.WriteString("listener.name.client.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required")
+		for _, name := range slices.Sorted(maps.Keys(k.sec.Users)) {
+			fmt.Fprintf(&b, ` user_%s="%s"`, name, quote(k.sec.Users[name]))
+		}
+		b.WriteString(";\n")
+	case "SCRAM-SHA-512":
+		b.WriteString("listener.name.client.sasl.enabled.mechanisms=SCRAM-SHA-512\n")
+		b.WriteString("listener.name.client.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;\n")
+	}
+	return b.String()
 }
 
 // clusterID returns a random Kafka Uuid string (16 bytes, base64url without
@@ -259,7 +382,7 @@ func (k *KafkaBroker) start() error {
 		if p.Exited() {
 			return fmt.Errorf("%w: %w; log:\n%s", errExited, p.Err(), Tail(k.logPath(), 30))
 		}
-		err := brokerReady(ctx, k.Addr())
+		err := brokerReady(ctx, k.readyAddr())
 		if err == nil {
 			return nil
 		}
@@ -270,6 +393,15 @@ func (k *KafkaBroker) start() error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// readyAddr is where start checks the broker: the plaintext inter-broker
+// listener of a secured broker, which opens with the client listener.
+func (k *KafkaBroker) readyAddr() string {
+	if k.sec != nil {
+		return "127.0.0.1:" + strconv.Itoa(k.iport)
+	}
+	return k.Addr()
 }
 
 // brokerReady does Metadata and a CreateTopics/DeleteTopics round trip.
