@@ -1,10 +1,13 @@
 package sink
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // Sentinel errors callers branch on with errors.Is. Every error the
@@ -351,4 +354,39 @@ func (e *DataTopicLostError) Unwrap() []error {
 		return []error{ErrDataTopicLost}
 	}
 	return []error{ErrDataTopicLost, e.Cause}
+}
+
+var (
+	// ErrAuthentication means a broker refused the SASL credentials
+	// (kafka.sasl). It is permanent: retrying sends the same password.
+	ErrAuthentication = errors.New("kafka SASL authentication failed")
+	// ErrUntrustedCertificate means the TLS handshake with a broker failed
+	// because its certificate is not signed by a trusted CA (the system's or
+	// kafka.tls.ca_file's). It is permanent: retrying meets the same
+	// certificate.
+	ErrUntrustedCertificate = errors.New("kafka broker's TLS certificate is not trusted")
+)
+
+// connectError explains a failed first connection (the Ping of a new
+// client) to the brokers of cfg: a refused SASL password wraps
+// ErrAuthentication and names the keys that set it, a broker certificate of
+// an untrusted CA wraps ErrUntrustedCertificate and names kafka.tls.ca_file;
+// both are permanent. Anything else (an address, a broker down) is returned
+// as it was, with the keys to check.
+func connectError(cfg Config, err error) error {
+	var unknownCA x509.UnknownAuthorityError
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed):
+		return fmt.Errorf("connecting to kafka %v: %w: the brokers refused user %q (kafka.sasl.username) with mechanism %s (kafka.sasl.mechanism); "+
+			"check the password in kafka.sasl.password_file or BRIDGE_KAFKA_SASL_PASSWORD: %w",
+			cfg.Brokers, ErrAuthentication, cfg.SASL.Username, cfg.SASL.Mechanism, err)
+	case errors.As(err, &unknownCA):
+		fix := "the broker's certificate is not signed by a CA of the system: set kafka.tls.ca_file to the CA that signed it"
+		if cfg.TLS.CAFile != "" {
+			fix = fmt.Sprintf("the broker's certificate is not signed by the CA in kafka.tls.ca_file %s: set it to the CA that signed the broker's certificate",
+				cfg.TLS.CAFile)
+		}
+		return fmt.Errorf("connecting to kafka %v: %w: %s: %w", cfg.Brokers, ErrUntrustedCertificate, fix, err)
+	}
+	return fmt.Errorf("connecting to kafka %v (check kafka.brokers, kafka.tls and kafka.sasl): %w", cfg.Brokers, err)
 }

@@ -266,7 +266,7 @@ func NewProducer(ctx context.Context, cfg Config, id string, deps Deps) (*Produc
 	// while the producer id load would retry until ctx ends.
 	if err := p.cl.Ping(ctx); err != nil {
 		p.cl.Close()
-		return nil, fmt.Errorf("connecting to kafka %v (check kafka.brokers, kafka.tls and kafka.sasl): %w", cfg.Brokers, err)
+		return nil, connectError(cfg, err)
 	}
 	if _, _, err := p.cl.ProducerID(ctx); err != nil {
 		p.cl.Close()

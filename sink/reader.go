@@ -83,7 +83,7 @@ func NewReader(ctx context.Context, cfg Config, deps Deps) (*Reader, error) {
 	}
 	if err := cl.Ping(ctx); err != nil {
 		cl.Close()
-		return nil, fmt.Errorf("connecting to kafka %v (check kafka.brokers, kafka.tls and kafka.sasl): %w", cfg.Brokers, err)
+		return nil, connectError(cfg, err)
 	}
 	return &Reader{cfg: cfg, cl: cl, adm: kadm.NewClient(cl), log: deps.Logger, dec: kgo.DefaultDecompressor()}, nil
 }

@@ -210,7 +210,7 @@ func NewAdmin(ctx context.Context, cfg Config, deps Deps) (*Admin, error) {
 	}
 	if err := cl.Ping(ctx); err != nil {
 		cl.Close()
-		return nil, fmt.Errorf("connecting to kafka %v (check kafka.brokers, kafka.tls and kafka.sasl): %w", cfg.Brokers, err)
+		return nil, connectError(cfg, err)
 	}
 	return &Admin{cl: cl, adm: kadm.NewClient(cl), log: deps.Logger, brokers: cfg.Brokers}, nil
 }

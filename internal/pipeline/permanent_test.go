@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
 )
 
 // TestPermanentRedisAccess: Redis refusing the password, a permission or
@@ -38,4 +39,14 @@ func TestPermanentRedisAccess(t *testing.T) {
 	_, err = offsets.NewRedisStore(t.Context(), offsets.RedisConfig{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1}, log)
 	require.ErrorContains(t, err, "connection refused")
 	assert.False(t, Permanent(err), "a refused connection is transient: %v", err)
+}
+
+// TestPermanentKafkaAccess: a broker refusing the SASL password, or
+// presenting a certificate of an untrusted CA, stops the stream (the real
+// broker's errors: sink's TestIntegrationSecurity).
+func TestPermanentKafkaAccess(t *testing.T) {
+	for _, kind := range []error{sink.ErrAuthentication, sink.ErrUntrustedCertificate} {
+		err := fmt.Errorf("stream s: creating the producer: %w", fmt.Errorf("connecting to kafka [b:9093]: %w: fix", kind))
+		assert.True(t, Permanent(err), "%v", err)
+	}
 }

@@ -294,7 +294,9 @@ func fingerprintOf(sql string, s *arrow.Schema) string {
 // Permanent reports whether retrying cannot fix err: the data, the
 // configuration or another instance is in the way, and an operator must act
 // (among them Redis refusing the password, an ACL permission or the TLS
-// handshake: offsets.ErrRedisAuth, ErrRedisPermission, ErrRedisTLS).
+// handshake: offsets.ErrRedisAuth, ErrRedisPermission, ErrRedisTLS; Kafka
+// refusing the SASL password or presenting an untrusted certificate:
+// sink.ErrAuthentication, sink.ErrUntrustedCertificate).
 // Everything else (a broker or Redis restarting or refusing connections, Amp
 // unavailable, an unknown transaction outcome) restarts the stream from its
 // checkpoint and Kafka.
@@ -302,7 +304,7 @@ func Permanent(err error) bool {
 	var verr *encode.ValueError
 	for _, p := range []error{reorg.ErrUnrecoverable, reorg.ErrInvalidRanges,
 		sink.ErrFenced, sink.ErrTopicInvalid, sink.ErrRecordsMissing, sink.ErrRecordTooLarge,
-		sink.ErrOrphanedTransaction, sink.ErrDataTopicLost,
+		sink.ErrOrphanedTransaction, sink.ErrDataTopicLost, sink.ErrAuthentication, sink.ErrUntrustedCertificate,
 		offsets.ErrFenced, offsets.ErrStoreAhead, offsets.ErrDiverged, offsets.ErrFingerprintChanged, offsets.ErrInvalid,
 		offsets.ErrUnsupportedFormat, offsets.ErrMalformedEvent, offsets.ErrRedisAuth, offsets.ErrRedisPermission, offsets.ErrRedisTLS,
 		source.ErrPermanent,
