@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// PKI is a throwaway certificate authority made for one test (crypto/x509,
+// PKI is a throwaway certificate authority made for one test or server (crypto/x509,
 // no openssl), with a server certificate for 127.0.0.1, ::1, localhost and
 // amp.test and a client certificate, every part also written as a PEM file
 // in a temporary directory.
@@ -38,58 +38,91 @@ type PKI struct {
 	ClientKeyPEM []byte
 }
 
-// NewPKI makes a CA and its two leaf certificates, valid for an hour.
+// NewPKI makes a CA and its two leaf certificates in a temporary
+// directory of t (newPKI).
 func NewPKI(t testing.TB) *PKI {
 	t.Helper()
-	dir := t.TempDir()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	p, err := newPKI(t.TempDir())
 	require.NoError(t, err)
+	return p
+}
+
+// newPKI makes a CA, a server certificate (127.0.0.1, ::1, localhost,
+// amp.test) and a client certificate ("bridge"), valid for a day, and
+// writes them as PEM files into dir. Every call makes a new CA, so the
+// files of two calls do not trust each other. It is the one test PKI of
+// the project: NewPKI and WriteTestPKI are built on it.
+func newPKI(dir string) (*PKI, error) {
+	now := time.Now()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
 	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "testenv CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "amp-kafka-bridge test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 	}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	ca, err := x509.ParseCertificate(caDER)
-	require.NoError(t, err)
-	issue := func(serial int64, server bool) (certPEM, keyPEM []byte) {
+	if err != nil {
+		return nil, err
+	}
+	issue := func(serial int64, server bool) (certPEM, keyPEM []byte, err error) {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		require.NoError(t, err)
+		if err != nil {
+			return nil, nil, err
+		}
 		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "testenv leaf"},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature,
+			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "bridge"},
+			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		}
 		if server {
+			tmpl.Subject.CommonName = "localhost"
 			tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-			tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")}
+			tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback}
 			tmpl.DNSNames = []string{"localhost", "amp.test"}
-		} else {
-			tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 		}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		require.NoError(t, err)
+		if err != nil {
+			return nil, nil, err
+		}
 		kder, err := x509.MarshalPKCS8PrivateKey(key)
-		require.NoError(t, err)
+		if err != nil {
+			return nil, nil, err
+		}
 		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-			pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
+			pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), nil
 	}
+	var werr error
 	write := func(name string, b []byte) string {
-		p := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(p, b, 0o600))
-		return p
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, b, 0o600); err != nil && werr == nil {
+			werr = err
+		}
+		return path
 	}
 	p := &PKI{Pool: x509.NewCertPool()}
 	p.Pool.AddCert(ca)
 	p.CAFile = write("ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))
-	scert, skey := issue(2, true)
-	p.Server, err = tls.X509KeyPair(scert, skey)
-	require.NoError(t, err)
+	scert, skey, err := issue(2, true)
+	if err != nil {
+		return nil, err
+	}
+	if p.Server, err = tls.X509KeyPair(scert, skey); err != nil {
+		return nil, err
+	}
 	p.ServerCertFile, p.ServerKeyFile = write("server.pem", scert), write("server.key", skey)
-	ccert, ckey := issue(3, false)
+	ccert, ckey, err := issue(3, false)
+	if err != nil {
+		return nil, err
+	}
 	p.ClientCertFile, p.ClientKeyFile, p.ClientKeyPEM = write("client.pem", ccert), write("client.key", ckey), ckey
-	return p
+	return p, werr
 }
 
 // ServerTLS returns a server configuration presenting p.Server.

