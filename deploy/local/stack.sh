@@ -316,7 +316,10 @@ start_registry() {
   echo "$pid" >"$d/registry.pid"
   local deadline=$(( $(date +%s) + 20 ))
   until [[ -s "$d/addr" ]] && "$DEVSTACK" registry-ready -url "http://$(cat "$d/addr")" 2>/dev/null; do
-    alive "$pid" "devstack registry" || die "registry exited: $(tail -5 "$d/registry.log")"
+    # kill -0, not alive(): until the forked shell has exec'd setsid and then
+    # devstack, /proc/$pid/cmdline is still this script's, and the pattern
+    # would report a starting registry as exited.
+    kill -0 "$pid" 2>/dev/null || die "registry exited: $(tail -5 "$d/registry.log")"
     (( $(date +%s) < deadline )) || die "registry did not answer in 20s"
     sleep 0.05
   done
