@@ -21,10 +21,10 @@ var ErrSchemaChanged = errors.New("the batch's Arrow schema differs from the one
 type keyKind int
 
 const (
-	keyBytes keyKind = iota // FixedSizeBinary, Binary, LargeBinary: the bytes
-	keyString               // String, LargeString: the text
-	keyInt                  // signed integers: 8 bytes big-endian
-	keyUint                 // unsigned integers: 8 bytes big-endian
+	keyBytes  keyKind = iota // FixedSizeBinary, Binary, LargeBinary: the bytes
+	keyString                // String, LargeString: the text
+	keyInt                   // signed integers: 8 bytes big-endian
+	keyUint                  // unsigned integers: 8 bytes big-endian
 )
 
 // bound is one label file bound to the query's key column.
@@ -340,4 +340,3 @@ func grow(s []int32, n int) []int32 {
 	}
 	return s[:n]
 }
-

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/labels"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
+)
+
+// tokenCSV writes a token-metadata CSV (address, symbol, decimals) for
+// every other contract of the simulator's pool of 300 log addresses (the
+// simulator derives them as sha256("contract"+k)[:20]), so about half the
+// logs have a label. Addresses alternate between lower and upper case.
+func tokenCSV(t *testing.T) string {
+	t.Helper()
+	var sb strings.Builder
+	sb.WriteString("address,symbol,decimals\n")
+	for k := 0; k < 300; k += 2 {
+		sum := sha256.Sum256([]byte(fmt.Sprint("contract", k)))
+		a := "0x" + hex.EncodeToString(sum[:20])
+		if k%4 == 0 {
+			a = "0X" + strings.ToUpper(a[2:])
+		}
+		fmt.Fprintf(&sb, "%s,TOK%d,%d\n", a, k, k%19)
+	}
+	p := filepath.Join(t.TempDir(), "tokens.csv")
+	require.NoError(t, os.WriteFile(p, []byte(sb.String()), 0o600))
+	return p
+}
+
+// scenarioLabels streams the simulator's logs with a token CSV joined on
+// the log's address, through a reorg, and checks with bridge verify (which
+// joins the CSV onto Amp's rows with its own code) that the topic holds
+// exactly Amp's rows with their labels: for an inner join the rows without
+// a label are not published, for a left join they are, with null labels;
+// the retractions carry the labelled rows as they were published.
+func scenarioLabels(t *testing.T, svc services) {
+	for _, join := range []labels.Join{labels.Inner, labels.Left} {
+		t.Run(string(join), func(t *testing.T) {
+			h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 30, LogsPerTx: 2},
+				MaxMicrobatchBlocks: 4}, 128)
+			s := &h.cfg.Streams[0]
+			s.SQL = "SELECT * FROM eth_rpc.logs SETTINGS stream = true"
+			s.Labels = []config.LabelConfig{{File: tokenCSV(t), Key: "address", Join: join, Types: map[string]string{"decimals": "int64"}}}
+			h.cfg.Defaults()
+			require.NoError(t, h.cfg.Validate())
+
+			stop, b := h.runBridge()
+			h.waitHead()
+			h.sim.Mine(2)
+			h.waitHead()
+			require.NoError(t, h.sim.Reorg(3, 4))
+			h.waitHead()
+			polled := gaugeValue(t, b.reg, "amp_bridge_records_polled_total", s.ID)
+			require.NoError(t, stop())
+
+			rep := h.verify()
+			requireClean(t, rep)
+			assert.Positive(t, rep.Retracted, "the reorg retracted labelled rows")
+			h.mu.Lock()
+			committed := h.rows
+			h.mu.Unlock()
+			if join == labels.Inner {
+				assert.Less(t, float64(committed), 0.8*polled, "an inner join publishes only the logs of labelled tokens")
+			} else {
+				assert.InDelta(t, polled, float64(committed), 0.2*polled, "a left join publishes every log")
+			}
+		})
+	}
+}
+
+func TestRunLabels(t *testing.T) { scenarioLabels(t, fakeServices(t)) }
+
+// TestSchemaShowsLabelColumns: bridge schema prints the label columns in
+// the value schema, nullable for a left join only.
+func TestSchemaShowsLabelColumns(t *testing.T) {
+	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 2}}, 128)
+	csv := tokenCSV(t)
+	for _, join := range []string{"inner", "left"} {
+		path := filepath.Join(t.TempDir(), "bridge.yaml")
+		require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(`
+amp:
+  addr: %s
+kafka:
+  brokers: [127.0.0.1:1]
+checkpoint:
+  redis:
+    addr: 127.0.0.1:1
+streams:
+  - id: logs
+    sql: SELECT * FROM eth_rpc.logs
+    envelope: flat
+    labels:
+      - file: %s
+        key: address
+        join: %s
+        columns: [symbol]
+`, h.sim.Addr(), csv, join)), 0o600))
+		var out, errOut logBuffer
+		code := run(t.Context(), []string{"schema", "-c", path}, &out, &errOut)
+		require.Equal(t, 0, code, errOut.String())
+		if join == "inner" {
+			assert.Contains(t, out.String(), `"name": "symbol",`+"\n"+`      "type": "string"`)
+		} else {
+			assert.Contains(t, out.String(), `"name": "symbol",`+"\n"+`      "type": [`+"\n"+`        "null",`)
+		}
+	}
+}
