@@ -116,3 +116,39 @@ streams:
 		}
 	}
 }
+
+// TestRunLabelFileChanges: a label file whose rows change between runs is
+// a data change: the stream goes on, rows published before keep their old
+// labels (verify, which reads the file as it is now, shows them as
+// differences) and later rows carry the new ones; a file whose columns
+// change is a schema change, refused at start like a changed SQL.
+func TestRunLabelFileChanges(t *testing.T) {
+	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 10, LogsPerTx: 2}}, 128)
+	s := &h.cfg.Streams[0]
+	s.SQL = "SELECT * FROM eth_rpc.logs SETTINGS stream = true"
+	csv := tokenCSV(t)
+	s.Labels = []config.LabelConfig{{File: csv, Key: "address", Join: labels.Left, Columns: []string{"symbol"}}}
+	stop := h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+	requireClean(t, h.verify())
+
+	// New symbols, same columns: the stream goes on.
+	body, err := os.ReadFile(csv)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(csv, []byte(strings.ReplaceAll(string(body), ",TOK", ",NEW")), 0o600))
+	stop = h.run()
+	h.sim.Mine(3)
+	h.waitHead()
+	require.NoError(t, stop())
+	rep := h.verify()
+	assert.Positive(t, rep.Matching, "rows published after the change carry the new labels")
+	assert.Positive(t, rep.Missing, "rows published before the change keep their old labels")
+	assert.Equal(t, rep.Missing, rep.Extra, "each old row differs by its label only")
+
+	// Another column: a schema change, refused at start.
+	s.Labels[0].Columns = []string{"symbol", "decimals"}
+	err = h.runOnce(t)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "fingerprint")
+}
