@@ -55,8 +55,11 @@ func readRowLabels(l config.LabelConfig, keyType arrow.DataType) (rowLabels, err
 		return rl, err
 	}
 	recs, err := csv.NewReader(bytes.NewReader(bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")))).ReadAll()
-	if err != nil || len(recs) == 0 {
-		return rl, fmt.Errorf("reading label file %s: %v", l.File, err)
+	if err != nil {
+		return rl, fmt.Errorf("reading label file %s: %w", l.File, err)
+	}
+	if len(recs) == 0 {
+		return rl, fmt.Errorf("label file %s is empty", l.File)
 	}
 	header := recs[0]
 	for i := range header {
