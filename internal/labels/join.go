@@ -279,34 +279,46 @@ func (j *Joiner) Join(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 }
 
 // lookup writes, for each row of the key column col, the label row of its
-// key, or -1 (no such key, or a null key).
+// key, or -1 (no such key, or a null key). The type switch is outside the
+// loops: the per-row work is one map lookup that allocates nothing (the
+// compiler does not copy a []byte converted to string for a map index).
 func (b *bound) lookup(col arrow.Array, out []int32) {
-	find := func(k string) int32 {
-		if r, ok := b.rows[k]; ok {
-			return r
-		}
-		return -1
-	}
-	var buf [8]byte
-	for i := range out {
+	m := b.rows
+	find := func(i int, k string) {
 		if col.IsNull(i) {
 			out[i] = -1
-			continue
+		} else if r, ok := m[k]; ok {
+			out[i] = r
+		} else {
+			out[i] = -1
 		}
-		switch a := col.(type) {
-		case *array.FixedSizeBinary:
-			out[i] = find(string(a.Value(i)))
-		case *array.Binary:
-			out[i] = find(string(a.Value(i)))
-		case *array.LargeBinary:
-			out[i] = find(string(a.Value(i)))
-		case *array.String:
-			out[i] = find(a.Value(i))
-		case *array.LargeString:
-			out[i] = find(a.Value(i))
-		default:
+	}
+	switch a := col.(type) {
+	case *array.FixedSizeBinary:
+		for i := range out {
+			find(i, string(a.Value(i)))
+		}
+	case *array.Binary:
+		for i := range out {
+			find(i, string(a.Value(i)))
+		}
+	case *array.LargeBinary:
+		for i := range out {
+			find(i, string(a.Value(i)))
+		}
+	case *array.String:
+		for i := range out {
+			find(i, a.Value(i))
+		}
+	case *array.LargeString:
+		for i := range out {
+			find(i, a.Value(i))
+		}
+	default:
+		var buf [8]byte
+		for i := range out {
 			binary.BigEndian.PutUint64(buf[:], intValue(col, i))
-			out[i] = find(string(buf[:]))
+			find(i, string(buf[:]))
 		}
 	}
 }

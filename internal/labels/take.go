@@ -1,7 +1,6 @@
 package labels
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -35,8 +34,9 @@ func take(mem memory.Allocator, col arrow.Array, idx []int32) (arrow.Array, erro
 		validity.Resize(int(bitutil.BytesForBits(int64(n))))
 		vb := validity.Bytes()
 		clear(vb)
+		srcNulls := col.NullN() > 0
 		for k, r := range idx {
-			if r >= 0 && col.IsValid(int(r)) {
+			if r >= 0 && (!srcNulls || col.IsValid(int(r))) {
 				bitutil.SetBit(vb, k)
 			} else {
 				nulls++
@@ -66,9 +66,9 @@ func take(mem memory.Allocator, col arrow.Array, idx []int32) (arrow.Array, erro
 		}
 		bufs = []*memory.Buffer{validity, vals}
 	case *arrow.BinaryType, *arrow.StringType:
-		bufs = takeOffsets(mem, d, idx, 4, validity)
+		bufs = takeOffsets[int32](mem, d, idx, validity)
 	case *arrow.LargeBinaryType, *arrow.LargeStringType:
-		bufs = takeOffsets(mem, d, idx, 8, validity)
+		bufs = takeOffsets[int64](mem, d, idx, validity)
 	case arrow.FixedWidthDataType:
 		if len(d.Children()) > 0 || t.BitWidth()%8 != 0 {
 			return takeSlices(mem, col, idx, validity)
@@ -96,47 +96,37 @@ func take(mem memory.Allocator, col arrow.Array, idx []int32) (arrow.Array, erro
 }
 
 // takeOffsets copies the rows idx of an offset binary array whose offsets
-// are width bytes wide; it returns the validity, offsets and data buffers.
-func takeOffsets(mem memory.Allocator, d arrow.ArrayData, idx []int32, width int, validity *memory.Buffer) []*memory.Buffer {
+// are int32 or int64; it returns the validity, offsets and data buffers.
+func takeOffsets[O int32 | int64](mem memory.Allocator, d arrow.ArrayData, idx []int32, validity *memory.Buffer) []*memory.Buffer {
 	off := d.Offset()
-	ob, src := d.Buffers()[1].Bytes(), d.Buffers()[2]
-	var sb []byte
-	if src != nil {
-		sb = src.Bytes()
-	}
-	at := func(i int) int {
-		if width == 4 {
-			return int(int32(binary.LittleEndian.Uint32(ob[i*4:])))
-		}
-		return int(int64(binary.LittleEndian.Uint64(ob[i*8:])))
+	offsets := arrow.GetData[O](d.Buffers()[1].Bytes())[off:]
+	var src []byte
+	if b := d.Buffers()[2]; b != nil {
+		src = b.Bytes()
 	}
 	size := 0
 	for _, r := range idx {
 		if r >= 0 {
-			size += at(off+int(r)+1) - at(off+int(r))
+			size += int(offsets[r+1] - offsets[r])
 		}
+	}
+	width := 4
+	if _, wide := any(O(0)).(int64); wide {
+		width = 8
 	}
 	offs := memory.NewResizableBuffer(mem)
 	offs.Resize((len(idx) + 1) * width)
-	obOut := offs.Bytes()
+	out := arrow.GetData[O](offs.Bytes())
 	data := memory.NewResizableBuffer(mem)
 	data.Resize(size)
 	db := data.Bytes()
 	pos := 0
-	put := func(k, v int) {
-		if width == 4 {
-			binary.LittleEndian.PutUint32(obOut[k*4:], uint32(v))
-		} else {
-			binary.LittleEndian.PutUint64(obOut[k*8:], uint64(v))
-		}
-	}
-	put(0, 0)
+	out[0] = 0
 	for k, r := range idx {
 		if r >= 0 {
-			lo, hi := at(off+int(r)), at(off+int(r)+1)
-			pos += copy(db[pos:], sb[lo:hi])
+			pos += copy(db[pos:], src[offsets[r]:offsets[r+1]])
 		}
-		put(k+1, pos)
+		out[k+1] = O(pos)
 	}
 	return []*memory.Buffer{validity, offs, data}
 }
