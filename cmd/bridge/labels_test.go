@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -8,9 +10,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/labels"
@@ -31,7 +35,7 @@ func tokenCSV(t *testing.T) string {
 		if k%4 == 0 {
 			a = "0X" + strings.ToUpper(a[2:])
 		}
-		fmt.Fprintf(&sb, "%s,TOK%d,%d\n", a, k, k%19)
+		fmt.Fprintf(&sb, "%s,TOKEN-%d,%d\n", a, k, k%19)
 	}
 	p := filepath.Join(t.TempDir(), "tokens.csv")
 	require.NoError(t, os.WriteFile(p, []byte(sb.String()), 0o600))
@@ -120,10 +124,13 @@ streams:
 // TestRunLabelFileChanges: a label file whose rows change between runs is
 // a data change: the stream goes on, rows published before keep their old
 // labels (verify, which reads the file as it is now, shows them as
-// differences) and later rows carry the new ones; a file whose columns
-// change is a schema change, refused at start like a changed SQL.
+// differences), later rows carry the new ones, and a reorg's retractions of
+// rows published before the change carry the old labels, as published; a
+// file whose columns change is a schema change, refused at start like a
+// changed SQL.
 func TestRunLabelFileChanges(t *testing.T) {
-	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 10, LogsPerTx: 2}}, 128)
+	svc := fakeServices(t)
+	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 10, LogsPerTx: 2}, MaxMicrobatchBlocks: 1}, 128)
 	s := &h.cfg.Streams[0]
 	s.SQL = "SELECT * FROM eth_rpc.logs SETTINGS stream = true"
 	csv := tokenCSV(t)
@@ -136,15 +143,36 @@ func TestRunLabelFileChanges(t *testing.T) {
 	// New symbols, same columns: the stream goes on.
 	body, err := os.ReadFile(csv)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(csv, []byte(strings.ReplaceAll(string(body), ",TOK", ",NEW")), 0o600))
+	require.NoError(t, os.WriteFile(csv, []byte(strings.ReplaceAll(string(body), ",TOKEN-", ",RENAMED-")), 0o600))
 	stop = h.run()
 	h.sim.Mine(3)
 	h.waitHead()
+	// A reorg deeper than the blocks mined since the change retracts rows
+	// published with the old file and with the new one.
+	require.NoError(t, h.sim.Reorg(6, 7))
+	h.waitHead()
 	require.NoError(t, stop())
 	rep := h.verify()
+	assert.Positive(t, rep.Retracted)
 	assert.Positive(t, rep.Matching, "rows published after the change carry the new labels")
 	assert.Positive(t, rep.Missing, "rows published before the change keep their old labels")
 	assert.Equal(t, rep.Missing, rep.Extra, "each old row differs by its label only")
+
+	// The retractions are the rows read back from Kafka: the old labels.
+	oldRetracted, newRetracted := 0, 0
+	for _, rec := range readTopic(t, svc.brokers, s.Topic) {
+		if string(header(rec, "amp-op")) != "d" {
+			continue
+		}
+		switch {
+		case bytes.Contains(rec.Value, []byte("TOKEN-")):
+			oldRetracted++
+		case bytes.Contains(rec.Value, []byte("RENAMED-")):
+			newRetracted++
+		}
+	}
+	assert.Positive(t, oldRetracted, "retractions of rows published before the change carry the old labels")
+	assert.Positive(t, newRetracted, "retractions of rows published after it carry the new ones")
 
 	// Another column: a schema change, refused at start.
 	s.Labels[0].Columns = []string{"symbol", "decimals"}
@@ -153,6 +181,37 @@ func TestRunLabelFileChanges(t *testing.T) {
 	assert.Contains(t, err.Error(), "fingerprint")
 }
 
+// readTopic reads every committed record of topic.
+func readTopic(t *testing.T, brokers []string, topic string) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	var out []*kgo.Record
+	for quiet := 0; quiet < 3; {
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) { n++; out = append(out, r) })
+		if n == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+	}
+	return out
+}
+
+func header(r *kgo.Record, key string) []byte {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return h.Value
+		}
+	}
+	return nil
+}
 // scenarioLabelsBackfill: a stream with an inner label join backfills its
 // history in parallel partitions, hands over and goes on live: both the
 // backfilled rows (op r) and the live ones (op c) are joined (amp-python
