@@ -212,6 +212,7 @@ func header(r *kgo.Record, key string) []byte {
 	}
 	return nil
 }
+
 // scenarioLabelsBackfill: a stream with an inner label join backfills its
 // history in parallel partitions, hands over and goes on live: both the
 // backfilled rows (op r) and the live ones (op c) are joined (amp-python
