@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -66,6 +67,8 @@ func scenarioLabels(t *testing.T, svc services) {
 			require.NoError(t, h.sim.Reorg(3, 4))
 			h.waitHead()
 			polled := gaugeValue(t, b.reg, "amp_bridge_records_polled_total", s.ID)
+			dropped := counterValue(t, b.reg, "amp_bridge_label_misses_total", s.ID, "dropped")
+			nulls := counterValue(t, b.reg, "amp_bridge_label_misses_total", s.ID, "null")
 			require.NoError(t, stop())
 
 			rep := h.verify()
@@ -76,8 +79,12 @@ func scenarioLabels(t *testing.T, svc services) {
 			h.mu.Unlock()
 			if join == labels.Inner {
 				assert.Less(t, float64(committed), 0.8*polled, "an inner join publishes only the logs of labelled tokens")
+				assert.Positive(t, dropped, "amp_bridge_label_misses_total counts the dropped rows")
+				assert.Zero(t, nulls)
 			} else {
 				assert.InDelta(t, polled, float64(committed), 0.2*polled, "a left join publishes every log")
+				assert.Positive(t, nulls, "amp_bridge_label_misses_total counts the rows with null labels")
+				assert.Zero(t, dropped)
 			}
 		})
 	}
@@ -238,3 +245,26 @@ func scenarioLabelsBackfill(t *testing.T, svc services) {
 }
 
 func TestRunLabelsBackfill(t *testing.T) { scenarioLabelsBackfill(t, fakeServices(t)) }
+
+// counterValue is the value of counter name{stream, outcome}.
+func counterValue(t *testing.T, reg prometheus.Gatherer, name, stream, outcome string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			if got["stream"] == stream && got["outcome"] == outcome {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	require.Failf(t, "metric not gathered", "%s{stream=%q, outcome=%q}", name, stream, outcome)
+	return 0
+}

@@ -126,7 +126,7 @@ func BenchmarkLabels(b *testing.B) {
 		b.Run(string(join)+"/join", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				out, err := j.Join(rec)
+				out, _, err := j.Join(rec)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -139,7 +139,7 @@ func BenchmarkLabels(b *testing.B) {
 			var out encode.Batch
 			b.ReportAllocs()
 			for b.Loop() {
-				joined, err := j.Join(rec)
+				joined, _, err := j.Join(rec)
 				if err != nil {
 					b.Fatal(err)
 				}

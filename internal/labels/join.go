@@ -195,6 +195,14 @@ type scratch struct {
 	idx   []int32   // one file's label row per kept row
 }
 
+// Misses counts the rows of a batch whose key a label file lacks.
+type Misses struct {
+	// Dropped are the rows an inner join dropped.
+	Dropped int
+	// Nulls are the rows kept with a left join's labels null.
+	Nulls int
+}
+
 // Join returns rec with the label columns added, a new reference the
 // caller must release; rec itself is not released. An inner join's rows
 // without a label are dropped (the result may have no rows), a left
@@ -202,14 +210,15 @@ type scratch struct {
 // label columns (and, when an inner join drops rows, the query's columns)
 // are new buffers from the Joiner's allocator; nothing is allocated per
 // row.
-func (j *Joiner) Join(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+func (j *Joiner) Join(rec arrow.RecordBatch) (arrow.RecordBatch, Misses, error) {
 	if j == nil {
 		rec.Retain()
-		return rec, nil
+		return rec, Misses{}, nil
 	}
 	if !rec.Schema().Equal(j.in) {
-		return nil, fmt.Errorf("%w: bound to %s, got %s", ErrSchemaChanged, j.in, rec.Schema())
+		return nil, Misses{}, fmt.Errorf("%w: bound to %s, got %s", ErrSchemaChanged, j.in, rec.Schema())
 	}
+	var miss Misses
 	n := int(rec.NumRows())
 	sc, _ := j.scratch.Get().(*scratch)
 	if sc == nil {
@@ -227,17 +236,25 @@ func (j *Joiner) Join(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 	}
 	sc.keep = sc.keep[:0]
 	for i := range n {
-		kept := true
+		kept, nulls := true, false
 		for ti := range j.tables {
-			if j.tables[ti].join == Inner && sc.match[ti][i] < 0 {
-				kept = false
-				break
+			if sc.match[ti][i] < 0 {
+				if j.tables[ti].join == Inner {
+					kept = false
+					break
+				}
+				nulls = true
 			}
 		}
-		if kept {
-			sc.keep = append(sc.keep, int32(i))
-		} else {
+		switch {
+		case !kept:
 			all = false
+			miss.Dropped++
+		case nulls:
+			miss.Nulls++
+			sc.keep = append(sc.keep, int32(i))
+		default:
+			sc.keep = append(sc.keep, int32(i))
 		}
 	}
 	cols := make([]arrow.Array, 0, j.out.NumFields())
@@ -255,7 +272,7 @@ func (j *Joiner) Join(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 		for i, c := range rec.Columns() {
 			out, err := take(j.mem, c, sc.keep)
 			if err != nil {
-				return nil, fmt.Errorf("labels: selecting the rows with a label from column %q: %w", rec.Schema().Field(i).Name, err)
+				return nil, Misses{}, fmt.Errorf("labels: selecting the rows with a label from column %q: %w", rec.Schema().Field(i).Name, err)
 			}
 			cols = append(cols, out)
 		}
@@ -270,12 +287,12 @@ func (j *Joiner) Join(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 		for _, c := range b.t.cols {
 			out, err := take(j.mem, c.arr, sc.idx)
 			if err != nil {
-				return nil, fmt.Errorf("labels: joining column %q of %s: %w", c.name, b.t.cfg.File, err)
+				return nil, Misses{}, fmt.Errorf("labels: joining column %q of %s: %w", c.name, b.t.cfg.File, err)
 			}
 			cols = append(cols, out)
 		}
 	}
-	return array.NewRecordBatch(j.out, cols, int64(len(sc.keep))), nil
+	return array.NewRecordBatch(j.out, cols, int64(len(sc.keep))), miss, nil
 }
 
 // lookup writes, for each row of the key column col, the label row of its

@@ -119,9 +119,14 @@ func TestJoin(t *testing.T) {
 			defer rec.Release()
 			j, err := set.Bind(rec.Schema(), WithAllocator(mem))
 			require.NoError(t, err)
-			out, err := j.Join(rec)
+			out, miss, err := j.Join(rec)
 			require.NoError(t, err)
 			defer out.Release()
+			if tt.join == Inner {
+				assert.Equal(t, Misses{Dropped: 3}, miss)
+			} else {
+				assert.Equal(t, Misses{Nulls: 3}, miss)
+			}
 			assert.True(t, out.Schema().Equal(j.Schema()))
 			assert.Equal(t, []string{"_block_num", "token", "note", "topics", "symbol", "decimals"}, fieldNames(out.Schema()))
 			sym, _ := out.Schema().FieldsByName("symbol")
@@ -163,7 +168,7 @@ func TestJoinEverythingMatchesSharesColumns(t *testing.T) {
 	defer rec.Release()
 	j, err := set.Bind(rec.Schema(), WithAllocator(mem))
 	require.NoError(t, err)
-	out, err := j.Join(rec)
+	out, _, err := j.Join(rec)
 	require.NoError(t, err)
 	defer out.Release()
 	assert.Same(t, rec.Column(1), out.Column(1), "no row dropped: the query's columns are reused, not copied")
@@ -180,7 +185,7 @@ func TestJoinNoRowMatches(t *testing.T) {
 	defer rec.Release()
 	j, err := set.Bind(rec.Schema(), WithAllocator(mem))
 	require.NoError(t, err)
-	out, err := j.Join(rec)
+	out, _, err := j.Join(rec)
 	require.NoError(t, err)
 	defer out.Release()
 	assert.Zero(t, out.NumRows())
@@ -200,7 +205,7 @@ func TestJoinSeveralFiles(t *testing.T) {
 	defer rec.Release()
 	j, err := set.Bind(rec.Schema(), WithAllocator(mem))
 	require.NoError(t, err)
-	out, err := j.Join(rec)
+	out, _, err := j.Join(rec)
 	require.NoError(t, err)
 	defer out.Release()
 	assert.Equal(t, []string{"_block_num", "token", "note", "topics", "decimals", "symbol", "risk", "flag", "raw"}, fieldNames(out.Schema()),
@@ -230,7 +235,7 @@ func TestJoinIntegerAndStringKeys(t *testing.T) {
 	require.NoError(t, err)
 	j, err := set.Bind(schema, WithAllocator(mem))
 	require.NoError(t, err)
-	out, err := j.Join(rec)
+	out, _, err := j.Join(rec)
 	require.NoError(t, err)
 	defer out.Release()
 	assert.Equal(t, []string{"-5|x|minus five|(null)", "7|Y|(null)|(null)", "8|y|eight|lower"}, rowsOf(out),
@@ -245,7 +250,7 @@ func TestJoinRefusesAChangedSchema(t *testing.T) {
 	other := arrow.NewSchema(append(rec.Schema().Fields(), arrow.Field{Name: "x", Type: arrow.PrimitiveTypes.Int8}), nil)
 	j, err := set.Bind(other)
 	require.NoError(t, err)
-	_, err = j.Join(rec)
+	_, _, err = j.Join(rec)
 	require.ErrorIs(t, err, ErrSchemaChanged)
 }
 
@@ -257,7 +262,7 @@ func TestNilSetJoinsNothing(t *testing.T) {
 	require.NoError(t, err)
 	rec := transfers(t, memory.DefaultAllocator, [][]byte{addr(1)})
 	defer rec.Release()
-	out, err := j.Join(rec)
+	out, _, err := j.Join(rec)
 	require.NoError(t, err)
 	defer out.Release()
 	assert.Same(t, rec, out)

@@ -66,10 +66,12 @@ func (r *Stream) joinLabels(env *source.Envelope) error {
 	if r.join == nil || env.Batch == nil || env.Batch.NumRows() == 0 {
 		return nil
 	}
-	out, err := r.join.Join(env.Batch)
+	out, miss, err := r.join.Join(env.Batch)
 	if err != nil {
 		return fmt.Errorf("stream %s: joining the labels: %w", r.cfg.ID, err)
 	}
+	r.deps.Metrics.labelMisses.WithLabelValues(r.cfg.ID, "dropped").Add(float64(miss.Dropped))
+	r.deps.Metrics.labelMisses.WithLabelValues(r.cfg.ID, "null").Add(float64(miss.Nulls))
 	env.Batch.Release()
 	env.Batch = out
 	return nil
