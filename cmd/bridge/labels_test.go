@@ -19,6 +19,7 @@ import (
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/labels"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/pipeline"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
 )
 
@@ -267,4 +268,38 @@ func counterValue(t *testing.T, reg prometheus.Gatherer, name, stream, outcome s
 	}
 	require.Failf(t, "metric not gathered", "%s{stream=%q, outcome=%q}", name, stream, outcome)
 	return 0
+}
+
+// TestRunRefusesLabelsTheQueryCannotJoin: a label key that is no column of
+// the query's result, or an address cell of the wrong width for it, stops
+// the stream at start with a permanent error that names the key, the file
+// and the line.
+func TestRunRefusesLabelsTheQueryCannotJoin(t *testing.T) {
+	short := filepath.Join(t.TempDir(), "short.csv")
+	require.NoError(t, os.WriteFile(short, []byte("address,symbol\n0x0102,A\n"), 0o600))
+	for _, tt := range []struct {
+		name        string
+		label       config.LabelConfig
+		errContains []string
+	}{
+		{"no such column", config.LabelConfig{File: tokenCSV(t), Key: "token", CSVKey: "address"},
+			[]string{".labels[0]", `key "token"`, "has no column", "address"}},
+		{"an address of the wrong width", config.LabelConfig{File: short, Key: "address"},
+			[]string{".labels[0]", "short.csv line 2", `column "address"`, "40 hex digits (20 bytes)"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 2, LogsPerTx: 1}}, 128)
+			s := &h.cfg.Streams[0]
+			s.SQL = "SELECT * FROM eth_rpc.logs SETTINGS stream = true"
+			s.Labels = []config.LabelConfig{tt.label}
+			h.cfg.Defaults()
+			require.NoError(t, h.cfg.Validate(), "the file itself is well-formed: only the query's schema can refuse it")
+			err := h.runOnce(t)
+			require.Error(t, err)
+			assert.True(t, pipeline.Permanent(err), "permanent: %v", err)
+			for _, want := range tt.errContains {
+				assert.Contains(t, err.Error(), want)
+			}
+		})
+	}
 }
