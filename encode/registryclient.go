@@ -140,13 +140,20 @@ type RegistryAccessError struct {
 	URL string
 	// Fix says what to change, naming the configuration keys.
 	Fix string
+	// Status is the HTTP status of a refusal ("HTTP 401 Unauthorized");
+	// empty for a TLS failure, whose text is Err's.
+	Status string
 	// Err is the client's error.
 	Err error
 }
 
 // Error says what was refused and how to fix it.
 func (e *RegistryAccessError) Error() string {
-	return fmt.Sprintf("schema registry at %s: %s: %v: %s", e.URL, e.Kind, e.Err, e.Fix)
+	cause := e.Status
+	if cause == "" {
+		cause = e.Err.Error()
+	}
+	return fmt.Sprintf("schema registry at %s: %s: %s: %s", e.URL, e.Kind, cause, e.Fix)
 }
 
 // Is reports whether target is the error's Kind.
@@ -171,6 +178,10 @@ func classifyRegistryError(c RegistryConfig, err error) error {
 	var verr *tls.CertificateVerificationError
 	var hostErr x509.HostnameError
 	var authErr x509.UnknownAuthorityError
+	if errors.As(err, &re) {
+		// The body of a refusal is not always text (Apicurio gzips it).
+		e.Status = fmt.Sprintf("HTTP %d %s", re.StatusCode, http.StatusText(re.StatusCode))
+	}
 	switch {
 	case errors.As(err, &re) && re.StatusCode == http.StatusUnauthorized:
 		e.Kind = ErrRegistryAuth
