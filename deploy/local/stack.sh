@@ -387,7 +387,7 @@ registry_launch() {
   else
     local java port
     java=$(registry_java) || die "registry: Apicurio Registry $APICURIO_VERSION needs Java 21 or newer; none found (set REGISTRY_JAVA, or REGISTRY_KIND=srfake for the in-memory fake)"
-    registry_dist
+    need_cmd mvn maven
     local ports
     mapfile -t ports < <(freeports 2)
     port=${ports[0]}
@@ -409,8 +409,11 @@ apicurio.storage.sql.kind=h2
 # A Confluent registry's default: a new version must read the previous one's data.
 apicurio.rules.global.compatibility=BACKWARD
 EOF
-    # C1 only: the JVM starts in about half the time, and the tests' load is light.
-    (cd "$REGISTRY_DIST" && exec setsid "$java" -Xms64m -Xmx512m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
+    # The download (a first start) and the JVM run in the background beside
+    # the other services. C1 only: the JVM starts in about half the time, and
+    # the tests' load is light.
+    REGISTRY_DIST="$LOCAL/registry-dist/$APICURIO_VERSION"
+    (registry_dist && cd "$REGISTRY_DIST" && exec setsid "$java" -Xms64m -Xmx512m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
       -Djava.io.tmpdir="$d" -Dquarkus.config.locations="$d/application.properties" -jar quarkus-run.jar \
       </dev/null >>"$d/registry.log" 2>&1) &
     pid=$!
