@@ -65,7 +65,14 @@ func TestCheckBackward(t *testing.T) {
 	}
 }
 
-func TestRegistryPrepare(t *testing.T) {
+// TestIntegrationRegistryPrepare registers a stream's subjects on srfake and
+// on the registry of deploy/local (Apicurio Registry): Confluent-framed
+// records with the registered ids, the same ids for the same schemas, a new
+// id for a compatible change, and an incompatible change that the registry's
+// verdict decides (refused by Apicurio, accepted with a warning by srfake).
+// Named TestIntegration* so that make test's integration pass runs it
+// against the real registry.
+func TestIntegrationRegistryPrepare(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	for _, b := range testenv.RegistryBackends(t) {
