@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Local test stack without Docker: a real Apache Kafka broker (KRaft, jars from
 # Maven Central), a real redis-server (Debian package, AOF fsync always), a
-# Confluent-compatible schema registry (franz-go srfake served by cmd/devstack)
-# and a Python venv with independent readers (pyarrow, fastavro, confluent-kafka).
+# Confluent-compatible schema registry that enforces compatibility (Apicurio
+# Registry from Maven Central; REGISTRY_KIND=srfake for franz-go's srfake
+# served by cmd/devstack) and a Python venv with independent readers (pyarrow, fastavro, confluent-kafka).
 #
 #   deploy/local/stack.sh start  [kafka|redis|registry|python|tools|flink|kstreams ...]   (default: all)
 #   deploy/local/stack.sh stop   [kafka|redis|registry ...]          (KEEP=1 keeps data)
@@ -12,7 +13,7 @@
 # Every service listens on a free port of 127.0.0.1. State lives in .local/ at the
 # repository root (override with BRIDGE_LOCAL_DIR): stack/<service>/ holds pid,
 # config, log and data; stack.env holds the addresses for the tests. Caches that
-# survive stop: kafka-libs/ (broker jars), venv/ (Python), bin/devstack,
+# survive stop: kafka-libs/ (broker jars), registry-dist/ (Apicurio), venv/ (Python), bin/devstack,
 # flink/ (the Flink SQL job of test/flink and its jars), kstreams/ (the Kafka Streams
 # application of test/kstreams and its jars).
 # Starting twice is harmless; stop ends exactly the processes start recorded.
@@ -301,39 +302,168 @@ stop_redis() {
 
 # --- registry --------------------------------------------------------------
 
-start_registry() {
+# The registry is Apicurio Registry (Maven Central: the app's Quarkus
+# assembly, io.apicurio:apicurio-registry-app:VERSION:tar.gz:all, unpacked
+# into .local/registry-dist/VERSION/), serving the Confluent REST API under
+# /apis/ccompat/v7 and enforcing the compatibility level (global BACKWARD, as
+# a Confluent registry by default). It needs Java 21 or newer (the machine's
+# second JDK, or REGISTRY_JAVA). It starts in the background while the other
+# services start (registry_launch) and is waited for at the end
+# (registry_wait): its JVM takes 10-25 s on 2 busy cores. REGISTRY_KIND=srfake
+# starts franz-go's srfake (cmd/devstack registry) instead: in memory, and
+# its compatibility endpoint always says yes.
+APICURIO_VERSION="${APICURIO_VERSION:-3.3.3}"
+REGISTRY_KIND="${REGISTRY_KIND:-apicurio}"
+REGISTRY_READY_TIMEOUT="${REGISTRY_READY_TIMEOUT:-120}"
+
+# java_major JAVA: the major version of a java binary (0 if it does not run).
+java_major() {
+  local v
+  v=$("$1" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
+  echo "${v:-0}"
+}
+
+# registry_java: a java binary of version 21 or newer (REGISTRY_JAVA, then
+# JAVA_HOME, the JDKs under /usr/lib/jvm, java on PATH; else Debian's
+# openjdk-21 where the release has it).
+registry_java() {
+  local j
+  for j in "${REGISTRY_JAVA:-}" "${JAVA_HOME:+$JAVA_HOME/bin/java}" /usr/lib/jvm/*/bin/java "$(command -v java 2>/dev/null)"; do
+    [[ -n "$j" && -x "$j" ]] || continue
+    if (( $(java_major "$j") >= 21 )); then echo "$j"; return 0; fi
+  done
+  if apt-cache policy openjdk-21-jre-headless 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+    apt_install openjdk-21-jre-headless >&2
+    for j in /usr/lib/jvm/*21*/bin/java; do [[ -x "$j" ]] && { echo "$j"; return 0; }; done
+  fi
+  return 1
+}
+
+# registry_dist: resolve Apicurio's assembly with mvn into a cache keyed by
+# the version; skip mvn when that cache is complete.
+registry_dist() {
+  local dir="$LOCAL/registry-dist/$APICURIO_VERSION"
+  if [[ -f "$dir/.complete" ]]; then REGISTRY_DIST="$dir"; return 0; fi
+  need_cmd mvn maven
+  local t0 art="io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all"
+  t0=$(now_ms)
+  log "registry: resolving $art with mvn (Maven Central) into $dir"
+  rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+  if ! mvn -B -q -Dstyle.color=never dependency:copy -Dartifact="$art" -DoutputDirectory="$dir.tmp" \
+    >"$LOCAL/mvn-registry.log" 2>&1; then
+    tail -30 "$LOCAL/mvn-registry.log" >&2
+    die "mvn could not resolve $art (log: $LOCAL/mvn-registry.log)"
+  fi
+  tar xzf "$dir.tmp"/apicurio-registry-app-*-all.tar.gz -C "$dir.tmp" && rm -f "$dir.tmp"/*.tar.gz ||
+    die "unpacking $art"
+  [[ -f "$dir.tmp/quarkus-run.jar" ]] || die "$art has no quarkus-run.jar"
+  rm -rf "$dir" && mv "$dir.tmp" "$dir" && touch "$dir/.complete"
+  log "registry: Apicurio Registry $APICURIO_VERSION resolved in $(since "$t0") ($(du -sh "$dir" | cut -f1))"
+  REGISTRY_DIST="$dir"
+}
+
+# registry_alive: the recorded registry process runs.
+registry_alive() {
+  local pid
+  pid=$(read_pid "$STATE/registry/registry.pid")
+  alive "$pid" quarkus-run.jar || alive "$pid" "devstack registry"
+}
+
+# registry_launch starts the registry in the background; registry_wait
+# waits for it and writes its env.
+registry_launch() {
   local d="$STATE/registry" pid
-  pid=$(read_pid "$d/registry.pid")
-  if alive "$pid" "devstack registry"; then
-    log "registry: already running (pid $pid) at $(sed -n 's/^BRIDGE_TEST_REGISTRY_URL=//p' "$d/env")"
+  REGISTRY_LAUNCHED=0
+  if registry_alive; then
+    log "registry: already running (pid $(read_pid "$d/registry.pid")) at $(sed -n 's/^BRIDGE_TEST_REGISTRY_URL=//p' "$d/env")"
     return 0
   fi
   mkdir -p "$d"
-  rm -f "$d/addr"
-  local t0; t0=$(now_ms)
-  setsid "$DEVSTACK" registry -addr 127.0.0.1:0 -addr-file "$d/addr" </dev/null >>"$d/registry.log" 2>&1 &
-  pid=$!
+  rm -f "$d/addr" "$d/env"
+  REGISTRY_T0=$(now_ms)
+  if [[ "$REGISTRY_KIND" == srfake ]]; then
+    setsid "$DEVSTACK" registry -addr 127.0.0.1:0 -addr-file "$d/addr" </dev/null >>"$d/registry.log" 2>&1 &
+    pid=$!
+  else
+    local java port
+    java=$(registry_java) || die "registry: Apicurio Registry $APICURIO_VERSION needs Java 21 or newer; none found (set REGISTRY_JAVA, or REGISTRY_KIND=srfake for the in-memory fake)"
+    need_cmd mvn maven
+    local ports
+    mapfile -t ports < <(freeports 2)
+    port=${ports[0]}
+    echo "127.0.0.1:$port/apis/ccompat/v7" >"$d/addr.pending"
+    cat >"$d/application.properties" <<EOF
+# Apicurio Registry for the local stack; written by deploy/local/stack.sh.
+quarkus.http.host=127.0.0.1
+quarkus.http.port=$port
+# The management interface (health, metrics; built in) would take port 9000 on every address.
+quarkus.management.host=127.0.0.1
+quarkus.management.port=${ports[1]}
+quarkus.http.access-log.enabled=false
+quarkus.log.level=WARN
+quarkus.log.category."io.quarkus.bootstrap".level=INFO
+quarkus.log.console.json=false
+# In-memory storage (H2), as srfake: nothing survives a stop.
+apicurio.storage.kind=sql
+apicurio.storage.sql.kind=h2
+# A Confluent registry's default: a new version must read the previous one's data.
+apicurio.rules.global.compatibility=BACKWARD
+EOF
+    # The download (a first start) and the JVM run in the background beside
+    # the other services. C1 only: the JVM starts in about half the time, and
+    # the tests' load is light.
+    REGISTRY_DIST="$LOCAL/registry-dist/$APICURIO_VERSION"
+    (registry_dist && cd "$REGISTRY_DIST" && exec setsid "$java" -Xms64m -Xmx512m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
+      -Djava.io.tmpdir="$d" -Dquarkus.config.locations="$d/application.properties" -jar quarkus-run.jar \
+      </dev/null >>"$d/registry.log" 2>&1) &
+    pid=$!
+    REGISTRY_JAVA_BIN=$java
+  fi
   echo "$pid" >"$d/registry.pid"
-  local deadline=$(( $(date +%s) + 20 ))
-  until [[ -s "$d/addr" ]] && "$DEVSTACK" registry-ready -url "http://$(cat "$d/addr")" 2>/dev/null; do
-    # kill -0, not alive(): until the forked shell has exec'd setsid and then
-    # devstack, /proc/$pid/cmdline is still this script's, and the pattern
-    # would report a starting registry as exited.
-    kill -0 "$pid" 2>/dev/null || die "registry exited: $(tail -5 "$d/registry.log")"
-    (( $(date +%s) < deadline )) || die "registry did not answer in 20s"
-    sleep 0.05
+  REGISTRY_LAUNCHED=1
+}
+
+registry_wait() {
+  local d="$STATE/registry" pid url
+  (( ${REGISTRY_LAUNCHED:-0} )) || return 0
+  pid=$(read_pid "$d/registry.pid")
+  local deadline=$(( $(date +%s) + REGISTRY_READY_TIMEOUT ))
+  while :; do
+    if [[ -s "$d/addr.pending" ]]; then url="http://$(tr -d '\n' <"$d/addr.pending")"; elif [[ -s "$d/addr" ]]; then url="http://$(tr -d '\n' <"$d/addr")"; else url=; fi
+    if [[ -n "$url" ]] && "$DEVSTACK" registry-ready -url "$url" 2>/dev/null; then break; fi
+    # kill -0, not alive(): until the forked shell has exec'd, /proc/$pid/cmdline
+    # is still this script's, and the pattern would report a starting registry as exited.
+    kill -0 "$pid" 2>/dev/null || die "registry exited: $(tail -15 "$d/registry.log")"
+    (( $(date +%s) < deadline )) || { tail -15 "$d/registry.log" >&2; die "registry did not answer in ${REGISTRY_READY_TIMEOUT}s (REGISTRY_READY_TIMEOUT)"; }
+    sleep 0.1
   done
-  local url
-  url="http://$(tr -d '\n' <"$d/addr")"
-  cat >"$d/env" <<EOF
+  if [[ "$REGISTRY_KIND" == srfake ]]; then
+    cat >"$d/env" <<EOF
 BRIDGE_TEST_REGISTRY_URL=$url
 BRIDGE_TEST_REGISTRY_KIND=srfake
 EOF
-  log "registry: franz-go srfake (Confluent-compatible, in-memory) pid $pid at $url, ready in $(since "$t0")"
+    log "registry: franz-go srfake (Confluent-compatible, in-memory, accepts every schema) pid $pid at $url, ready in $(since "$REGISTRY_T0")"
+  else
+    mv "$d/addr.pending" "$d/addr"
+    cat >"$d/env" <<EOF
+BRIDGE_TEST_REGISTRY_URL=$url
+BRIDGE_TEST_REGISTRY_KIND=apicurio
+BRIDGE_TEST_REGISTRY_VERSION=$APICURIO_VERSION
+BRIDGE_TEST_REGISTRY_HOME=$REGISTRY_DIST
+BRIDGE_TEST_REGISTRY_JAVA=$REGISTRY_JAVA_BIN
+EOF
+    log "registry: Apicurio Registry $APICURIO_VERSION (Confluent API, global compatibility BACKWARD, in-memory) pid $pid at $url, ready in $(since "$REGISTRY_T0")"
+  fi
 }
 
 stop_registry() {
-  stop_pid registry "$STATE/registry/registry.pid" "devstack registry" 10
+  local pid
+  pid=$(read_pid "$STATE/registry/registry.pid")
+  if alive "$pid" "devstack registry"; then
+    stop_pid registry "$STATE/registry/registry.pid" "devstack registry" 10
+  else
+    stop_pid registry "$STATE/registry/registry.pid" quarkus-run.jar 20
+  fi
   rm -f "$STATE/registry/env"
   if [[ "${KEEP:-0}" != 1 ]]; then rm -rf "$STATE/registry"; fi
 }
@@ -425,15 +555,19 @@ cmd_start() {
   local s
   mkdir -p "$STATE"
   build_devstack
+  # The registry's JVM starts in the background beside the others.
+  if [[ " $(services "$@") " == *" registry "* ]]; then registry_launch; fi
   for s in $(services "$@"); do
     case $s in
-      kafka) start_kafka ;; redis) start_redis ;; registry) start_registry ;; python) start_python ;; tools) start_tools ;;
+      kafka) start_kafka ;; redis) start_redis ;; registry) ;; python) start_python ;; tools) start_tools ;;
       flink) start_flink ;;
       kstreams) start_kstreams ;;
       *) die "unknown service '$s' (want kafka, redis, registry, python, tools, flink or kstreams)" ;;
     esac
     write_env
   done
+  registry_wait
+  write_env
   log "env file: $ENV_FILE"
 }
 
@@ -457,7 +591,7 @@ cmd_status() {
   pid=$(read_pid "$STATE/redis/redis.pid")
   if alive "$pid" redis-server; then echo "redis:    running pid $pid $(grep -h '^BRIDGE_TEST_REDIS_ADDR' "$STATE/redis/env" 2>/dev/null)"; else echo "redis:    stopped"; rc=3; fi
   pid=$(read_pid "$STATE/registry/registry.pid")
-  if alive "$pid" "devstack registry"; then echo "registry: running pid $pid $(grep -h '^BRIDGE_TEST_REGISTRY_URL' "$STATE/registry/env" 2>/dev/null)"; else echo "registry: stopped"; rc=3; fi
+  if registry_alive; then echo "registry: running pid $pid $(grep -h '^BRIDGE_TEST_REGISTRY_URL' "$STATE/registry/env" 2>/dev/null)"; else echo "registry: stopped"; rc=3; fi
   if [[ -x "$VENV/bin/python" ]]; then echo "python:   $VENV/bin/python"; else echo "python:   no venv"; rc=3; fi
   return $rc
 }

@@ -314,6 +314,7 @@ func Permanent(err error) bool {
 		offsets.ErrUnsupportedFormat, offsets.ErrMalformedEvent, offsets.ErrRedisAuth, offsets.ErrRedisPermission, offsets.ErrRedisTLS,
 		source.ErrPermanent,
 		encode.ErrUnsupportedType, encode.ErrNameCollision, encode.ErrIncompatible, encode.ErrKeyColumn, encode.ErrSchemaChanged,
+		encode.ErrRegistryAuth, encode.ErrRegistryPermission, encode.ErrRegistryTLS,
 		config.ErrInvalid, labels.ErrInvalid, labels.ErrSchemaChanged} {
 		if errors.Is(err, p) {
 			return true
