@@ -18,7 +18,7 @@ func TestConnectError(t *testing.T) {
 	cfg.SASL = SASLConfig{Mechanism: SASLScramSHA512, Username: "bridge", Password: "pw-secret"}
 	cfg.TLS = TLSConfig{Enabled: true, CAFile: "/etc/ca.pem"}
 
-	err := connectError(cfg, fmt.Errorf("%w: Authentication failed", kerr.SaslAuthenticationFailed))
+	err := connectError(t.Context(), cfg, fmt.Errorf("%w: Authentication failed", kerr.SaslAuthenticationFailed))
 	assert.ErrorIs(t, err, ErrAuthentication)
 	assert.ErrorIs(t, err, kerr.SaslAuthenticationFailed)
 	for _, want := range []string{"authentication failed", "kafka.sasl.password_file", "BRIDGE_KAFKA_SASL_PASSWORD", `"bridge"`, "SCRAM-SHA-512"} {
@@ -26,13 +26,13 @@ func TestConnectError(t *testing.T) {
 	}
 	assert.NotContains(t, err.Error(), "pw-secret")
 
-	err = connectError(cfg, fmt.Errorf("unable to dial: %w", x509.UnknownAuthorityError{}))
+	err = connectError(t.Context(), cfg, fmt.Errorf("unable to dial: %w", x509.UnknownAuthorityError{}))
 	assert.ErrorIs(t, err, ErrUntrustedCertificate)
 	assert.Contains(t, err.Error(), "kafka.tls.ca_file /etc/ca.pem")
 	cfg.TLS.CAFile = ""
-	assert.Contains(t, connectError(cfg, x509.UnknownAuthorityError{}).Error(), "a CA of the system: set kafka.tls.ca_file")
+	assert.Contains(t, connectError(t.Context(), cfg, x509.UnknownAuthorityError{}).Error(), "a CA of the system: set kafka.tls.ca_file")
 
-	err = connectError(cfg, errors.New("dial tcp: connection refused"))
+	err = connectError(t.Context(), cfg, errors.New("dial tcp: connection refused"))
 	assert.NotErrorIs(t, err, ErrAuthentication)
 	assert.NotErrorIs(t, err, ErrUntrustedCertificate)
 	assert.Contains(t, err.Error(), "check kafka.brokers")

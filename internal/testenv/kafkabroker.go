@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/tlsconfig"
 )
@@ -41,6 +42,7 @@ type KafkaBroker struct {
 	iport     int
 	sec       *SecurityConfig
 	pki       *PKI
+	adminPass string // the super user's password (Authorizer)
 }
 
 // BrokerOption configures StartKafkaBroker.
@@ -78,7 +80,19 @@ type SecurityConfig struct {
 	// Users are the SASL users and their passwords (SCRAM users are added at
 	// format time with --add-scram, so neither may hold "," "[" "]" or "=").
 	Users map[string]string
+	// Authorizer turns on KRaft's StandardAuthorizer with
+	// allow.everyone.if.no.acl.found=false: a client may do only what an
+	// ACL allows its principal (User:<SASL user>, User:CN=<subject> for a
+	// client certificate without SASL, User:ANONYMOUS for TLS alone). The
+	// controller and inter-broker listeners then need SASL PLAIN as the
+	// super user testenv-admin (a random password), so that no client
+	// principal is a super user; KafkaBroker.Admin connects as it and
+	// creates the ACLs.
+	Authorizer bool
 }
+
+// AdminUser is the super user of a broker with SecurityConfig.Authorizer.
+const AdminUser = "testenv-admin"
 
 // WithSecurity secures the broker's client listener as s says.
 func WithSecurity(s SecurityConfig) BrokerOption {
@@ -135,6 +149,9 @@ func StartKafkaBroker(t testing.TB, opts ...BrokerOption) *KafkaBroker {
 		}
 		if k.sec.TLS {
 			k.pki = NewPKI(t)
+		}
+		if k.sec.Authorizer {
+			k.adminPass = clusterID()
 		}
 	}
 	if err := k.format(); err != nil {
@@ -314,12 +331,32 @@ func (k *KafkaBroker) securityProps() string {
 	case k.sec.SASL != "":
 		proto = "SASL_PLAINTEXT"
 	}
+	inner := "PLAINTEXT"
+	if k.sec.Authorizer {
+		inner = "SASL_PLAINTEXT"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `listeners=CLIENT://127.0.0.1:%[1]d,CONTROLLER://127.0.0.1:%[2]d,INTERNAL://127.0.0.1:%[3]d
 advertised.listeners=CLIENT://%[4]s,INTERNAL://127.0.0.1:%[3]d
 inter.broker.listener.name=INTERNAL
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,CLIENT:%[5]s,INTERNAL:PLAINTEXT
-`, k.port, k.cport, k.iport, k.AdvertisedAddr(), proto)
+listener.security.protocol.map=CONTROLLER:%[6]s,CLIENT:%[5]s,INTERNAL:%[6]s
+`, k.port, k.cport, k.iport, k.AdvertisedAddr(), proto, inner)
+	if k.sec.Authorizer {
+		// The broker talks to its own controller and to itself as the super
+		// user; a client principal (ANONYMOUS on a TLS listener, too) is not one.
+		jaas := fmt.Sprintf(`org.apache.kafka.common.security.plain.PlainLoginModule required username="%[1]s" password="%[2]s" user_%[1]s="%[2]s";`,
+			AdminUser, k.adminPass)
+		fmt.Fprintf(&b, `authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=false
+super.users=User:%[1]s
+sasl.mechanism.controller.protocol=PLAIN
+sasl.mechanism.inter.broker.protocol=PLAIN
+listener.name.controller.sasl.enabled.mechanisms=PLAIN
+listener.name.controller.plain.sasl.jaas.config=%[2]s
+listener.name.internal.sasl.enabled.mechanisms=PLAIN
+listener.name.internal.plain.sasl.jaas.config=%[2]s
+`, AdminUser, jaas)
+	}
 	// A properties value is one line: "\n" escapes become newlines on load.
 	inline := func(path string) string {
 		pem, err := os.ReadFile(path)
@@ -382,7 +419,7 @@ func (k *KafkaBroker) start() error {
 		if p.Exited() {
 			return fmt.Errorf("%w: %w; log:\n%s", errExited, p.Err(), Tail(k.logPath(), 30))
 		}
-		err := brokerReady(ctx, k.readyAddr())
+		err := brokerReady(ctx, k.adminOpts()...)
 		if err == nil {
 			return nil
 		}
@@ -395,20 +432,39 @@ func (k *KafkaBroker) start() error {
 	}
 }
 
-// readyAddr is where start checks the broker: the plaintext inter-broker
-// listener of a secured broker, which opens with the client listener.
-func (k *KafkaBroker) readyAddr() string {
-	if k.sec != nil {
-		return "127.0.0.1:" + strconv.Itoa(k.iport)
+// adminOpts are the client options of start's check and of Admin: the
+// inter-broker listener of a secured broker (plaintext, opened with the
+// client listener), as the super user with an Authorizer; else Addr.
+func (k *KafkaBroker) adminOpts() []kgo.Opt {
+	if k.sec == nil {
+		return []kgo.Opt{kgo.SeedBrokers(k.Addr())}
 	}
-	return k.Addr()
+	opts := []kgo.Opt{kgo.SeedBrokers("127.0.0.1:" + strconv.Itoa(k.iport))}
+	if k.sec.Authorizer {
+		opts = append(opts, kgo.SASL(plain.Auth{User: AdminUser, Pass: k.adminPass}.AsMechanism()))
+	}
+	return opts
+}
+
+// Admin returns an admin client of the broker that bypasses its client
+// listener's security: on a broker with an Authorizer it is the super user,
+// which creates and deletes ACLs (kadm.ACLBuilder). It is closed when the
+// test ends.
+func (k *KafkaBroker) Admin() *kadm.Client {
+	k.t.Helper()
+	cl, err := kgo.NewClient(k.adminOpts()...)
+	if err != nil {
+		k.t.Fatalf("creating admin client of the kafka broker: %v", err)
+	}
+	k.t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
 }
 
 // brokerReady does Metadata and a CreateTopics/DeleteTopics round trip.
-func brokerReady(ctx context.Context, addr string) error {
+func brokerReady(ctx context.Context, opts ...kgo.Opt) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(1))
+	cl, err := kgo.NewClient(append(opts, kgo.RequestRetries(1))...)
 	if err != nil {
 		return fmt.Errorf("creating client: %w", err)
 	}
