@@ -111,6 +111,14 @@ func (h *HangingCheck) Check(ctx context.Context, topics ...string) error {
 		s.Add(t)
 	}
 	prods, err := h.adm.DescribeProducers(ctx, s)
+	if errors.Is(err, kerr.TopicAuthorizationFailed) {
+		// Read on the topics is one of the bridge's ACLs (RequiredACLs): a
+		// principal without it cannot rebuild its checkpoint from the
+		// control topic either, so it fails here, at the start, and not
+		// when a recovery needs it.
+		return h.cfg.authError(fmt.Errorf("describing the producers of %v: %w", topics, err),
+			fmt.Sprintf("describing the producers of topics %v (the check for transactions left open)", topics), OpRead, "", topics...)
+	}
 	if err != nil && unsupported(err) {
 		h.log.Warn("cannot describe the producers of the stream's topics: the check for transactions left open by the broker is skipped",
 			"topics", topics, "err", err)
