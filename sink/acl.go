@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -85,6 +86,56 @@ func ACLCommand(bootstrap, principal string, ops []string, resource string, pref
 		b.WriteString(" --resource-pattern-type prefixed")
 	}
 	return b.String()
+}
+
+// ACLCommands returns the kafka-acls.sh commands that grant acls to
+// principal, as few as the tool allows: one per resource type and pattern
+// type whose names need the same operations (the order of acls kept).
+func ACLCommands(bootstrap, principal string, acls []ACL) []string {
+	type key struct {
+		resource string
+		prefixed bool
+	}
+	var keys []key
+	ops := map[key]map[string][]string{} // key -> name -> operations
+	var names = map[key][]string{}
+	for _, a := range acls {
+		k := key{a.Resource, a.Prefixed}
+		if ops[k] == nil {
+			keys = append(keys, k)
+			ops[k] = map[string][]string{}
+		}
+		if _, ok := ops[k][a.Name]; !ok {
+			names[k] = append(names[k], a.Name)
+		}
+		ops[k][a.Name] = append(ops[k][a.Name], a.Operation)
+	}
+	var out []string
+	for _, k := range keys {
+		// Names with the same operations share a command.
+		var groups [][]string
+		for _, n := range names[k] {
+			placed := false
+			for i, g := range groups {
+				if slices.Equal(ops[k][g[0]], ops[k][n]) {
+					groups[i] = append(g, n)
+					placed = true
+					break
+				}
+			}
+			if !placed {
+				groups = append(groups, []string{n})
+			}
+		}
+		for _, g := range groups {
+			ns := g
+			if k.resource == ResourceCluster {
+				ns = nil
+			}
+			out = append(out, ACLCommand(bootstrap, principal, ops[k][g[0]], k.resource, k.prefixed, ns...))
+		}
+	}
+	return out
 }
 
 // TopicOps are the operations the bridge's principal needs on its data

@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -388,8 +387,8 @@ var (
 //     that set it;
 //   - a mechanism the listener does not enable (UNSUPPORTED_SASL_MECHANISM,
 //     with the ones it enables when a handshake without credentials tells),
-//     or SASL against a listener without it (ILLEGAL_SASL_STATE, or the
-//     connection closed), wraps ErrSASLMechanism;
+//     or SASL against a listener without it (ILLEGAL_SASL_STATE), wraps
+//     ErrSASLMechanism;
 //   - a broker certificate of an untrusted CA wraps ErrUntrustedCertificate
 //     and names kafka.tls.ca_file;
 //   - a client certificate the broker refuses (none, expired, not yet
@@ -413,9 +412,9 @@ func connectError(ctx context.Context, cfg Config, err error) error {
 		return fmt.Errorf("connecting to kafka %v: %w: the brokers' listener does not enable kafka.sasl.mechanism %s%s; "+
 			"set kafka.sasl.mechanism to one it enables, or enable %s on the listener (sasl.enabled.mechanisms): %w",
 			cfg.Brokers, ErrSASLMechanism, cfg.SASL.Mechanism, enabled, cfg.SASL.Mechanism, err)
-	case cfg.SASL.Mechanism != "" && (errors.Is(err, kerr.IllegalSaslState) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
+	case cfg.SASL.Mechanism != "" && errors.Is(err, kerr.IllegalSaslState):
 		return fmt.Errorf("connecting to kafka %v: %w: kafka.sasl.mechanism is %s but the brokers' listener at this address does not take SASL "+
-			"(an SSL or PLAINTEXT listener answers a SASL handshake with ILLEGAL_SASL_STATE or closes the connection); "+
+			"(an SSL or PLAINTEXT listener answers a SASL handshake with ILLEGAL_SASL_STATE); "+
 			"use the brokers' SASL_SSL port in kafka.brokers, or remove kafka.sasl: %w",
 			cfg.Brokers, ErrSASLMechanism, cfg.SASL.Mechanism, err)
 	case errors.As(err, &unknownCA):

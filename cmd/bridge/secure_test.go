@@ -116,6 +116,28 @@ func TestIntegrationSecureRunScenarios(t *testing.T) {
 			t.Run("lost-checkpoint", func(t *testing.T) { scenarioLostCheckpoint(t, svc) })
 		})
 	}
+	// bridge run waits at start for a broker that refuses connections, but
+	// not for one that refuses the password: that is a permanent error
+	// returned at once, long before startup_timeout.
+	t.Run("wrong-password-at-start", func(t *testing.T) {
+		t.Parallel()
+		svc := secureModes[2].services(k, base, secureUser, nil)
+		svc.sasl.Password = "not-the-password"
+		svc.prepare = nil
+		h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 4}}, 128)
+		cfg := *h.cfg
+		cfg.StartupTimeout = 20 * time.Second
+		b := newBridgeShell(&cfg, testLogger())
+		b.wait = true
+		start := time.Now()
+		err := b.connect(t.Context(), needAll)
+		b.close()
+		require.ErrorIs(t, err, sink.ErrAuthentication)
+		assert.True(t, pipeline.Permanent(err))
+		assert.Less(t, time.Since(start), 10*time.Second, "no waiting for startup_timeout")
+		assert.ErrorContains(t, err, "kafka.sasl.password_file or BRIDGE_KAFKA_SASL_PASSWORD")
+		assert.NotContains(t, err.Error(), "not-the-password")
+	})
 }
 
 // TestIntegrationKafkaACLs proves sink.RequiredACLs minimal on the real
