@@ -17,16 +17,18 @@ import (
 
 // Sentinel errors callers branch on with errors.Is. Every error the
 // transaction API returns wraps exactly one of ErrFenced, ErrUnknownOutcome,
-// ErrAborted or ErrDeliveryFailed (or a context/usage error), so the run loop
-// can map it to one outcome (style H10).
+// ErrAborted or ErrDeliveryFailed, or an *AuthorizationError
+// (ErrNotAuthorized: the producer is unusable and nothing was committed),
+// or is a context/usage error, so the run loop can map it to one outcome
+// (style H10). An aborted transaction whose record a missing ACL failed
+// wraps both ErrAborted and ErrNotAuthorized.
 var (
 	// ErrFenced means another producer with the same transactional id took
 	// over (ProducerFenced, InvalidProducerEpoch of a transaction younger
-	// than the transaction timeout) or the producer lost the
-	// right to use its transactional id (TransactionalIDAuthorizationFailed,
-	// ClusterAuthorizationFailed). The Producer is unusable; the process
+	// than the transaction timeout). The Producer is unusable; the process
 	// must stop and exit non-zero: a second bridge instance is running the
-	// same stream, or its credentials changed.
+	// same stream. A refused transactional id (a missing ACL) is not
+	// fencing: it is an *AuthorizationError (ErrNotAuthorized).
 	ErrFenced = errors.New("producer fenced: another instance owns this transactional id")
 
 	// ErrUnknownOutcome means EndTransaction(commit) failed in a way that
