@@ -30,7 +30,9 @@ func TestACLsDocumented(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	require.NoError(t, err)
 	for _, c := range cmds {
-		assert.True(t, strings.Contains(string(readme), "\n"+c+"\n"), "the README's Security section lacks the line\n%s", c)
+		if !strings.Contains(string(readme), "\n"+c+"\n") { // not assert.Contains: it would print the whole README
+			t.Errorf("the README's Security section lacks the line\n%s", c)
+		}
 	}
 
 	cfg.Delivery = DeliveryAtLeastOnce

@@ -283,8 +283,8 @@ func (h *harness) runUntilFailure(t *testing.T) error {
 			reorgAt = time.Now()
 		case !reorgAt.IsZero() && l >= head && time.Since(reorgAt) > 2*time.Second:
 			cancel()
-			<-done
-			t.Fatalf("the bridge published and retracted without the ACL: it is not needed; log:\n%s", logs.String())
+			err := <-done
+			t.Fatalf("the bridge published and retracted without the ACL: it is not needed (run: %v); log:\n%s", err, logs.String())
 		}
 	}
 }
