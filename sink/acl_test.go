@@ -12,7 +12,7 @@ import (
 )
 
 // TestACLsDocumented pins the least-privileged ACLs (RequiredACLs, proved
-// minimal on the real broker by cmd/bridge's TestIntegrationKafkaACLs): the
+// minimal on the real broker by cmd/bridge's TestIntegrationSecureKafka): the
 // README's Security section carries them as kafka-acls.sh commands for the
 // default names; a change must change it too.
 func TestACLsDocumented(t *testing.T) {

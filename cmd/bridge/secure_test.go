@@ -96,7 +96,33 @@ func (m secureMode) services(k *testenv.KafkaBroker, base services, user string,
 	return svc
 }
 
-// TestIntegrationSecureRunScenarios runs the run-loop scenarios (the happy
+// TestIntegrationSecureKafka runs secureScenarios and kafkaACLs against
+// one real broker with the StandardAuthorizer and a listener of each
+// secureMode (one broker for both: each JVM costs seconds of make test).
+func TestIntegrationSecureKafka(t *testing.T) {
+	base := secureBase(t)
+	users := map[string]string{secureUser: securePassword, "alo": securePassword}
+	for i := range requiredACLs(t) {
+		users[fmt.Sprintf("acl%d", i)] = securePassword
+	}
+	k := startSecureBroker(t, users)
+	t.Run("scenarios", func(t *testing.T) {
+		t.Parallel()
+		secureScenarios(t, k, base)
+	})
+	t.Run("acls", func(t *testing.T) {
+		t.Parallel()
+		kafkaACLs(t, k, base)
+	})
+}
+
+// requiredACLs are the ACLs sink.RequiredACLs lists for a harness's names.
+func requiredACLs(t testing.TB) []sink.ACL {
+	probe := newHarnessConfig(t)
+	return sink.RequiredACLs(probe.Sink(), true, probe.Streams[0].Topic, probe.Kafka.ControlTopic)
+}
+
+// secureScenarios runs the run-loop scenarios (the happy
 // path; a reorg while the bridge is down, so a restart that resumes from
 // the cursor and retracts; a restart with a lost checkpoint rebuilt from
 // the control topic, then a reorg read back from Kafka) over each of TLS,
@@ -104,9 +130,7 @@ func (m secureMode) services(k *testenv.KafkaBroker, base services, user string,
 // broker with the StandardAuthorizer, the bridge's principal holding only
 // the ACLs sink.RequiredACLs lists. Each is checked by bridge verify.
 // Redis is a private redis-server, the registry srfake.
-func TestIntegrationSecureRunScenarios(t *testing.T) {
-	base := secureBase(t)
-	k := startSecureBroker(t, map[string]string{secureUser: securePassword})
+func secureScenarios(t *testing.T, k *testenv.KafkaBroker, base services) {
 	for _, m := range secureModes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
@@ -140,7 +164,7 @@ func TestIntegrationSecureRunScenarios(t *testing.T) {
 	})
 }
 
-// TestIntegrationKafkaACLs proves sink.RequiredACLs minimal on the real
+// kafkaACLs proves sink.RequiredACLs minimal on the real
 // broker: with each of its ACLs removed in turn (a principal of its own,
 // SCRAM-SHA-512 over TLS), `bridge run` stops on a permanent
 // *sink.AuthorizationError that names the principal, the missing ACL and
@@ -150,16 +174,9 @@ func TestIntegrationSecureRunScenarios(t *testing.T) {
 // its own: at-least-once delivery needs no transactional-id ACL and no
 // cluster ACL, and without Write on its topics the idempotent producer's
 // ClusterAuthorizationFailed names the topic Write it lacks.
-func TestIntegrationKafkaACLs(t *testing.T) {
-	base := secureBase(t)
-	probe := newHarnessConfig(t)
-	all := sink.RequiredACLs(probe.Sink(), true, probe.Streams[0].Topic, probe.Kafka.ControlTopic)
-	users := map[string]string{"alo": securePassword}
-	for i := range all {
-		users[fmt.Sprintf("acl%d", i)] = securePassword
-	}
-	k := startSecureBroker(t, users)
+func kafkaACLs(t *testing.T, k *testenv.KafkaBroker, base services) {
 	scram := secureModes[2]
+	all := requiredACLs(t)
 	for i, missing := range all {
 		// The ACLs of another harness name its own topics: drop by kind.
 		same := func(a sink.ACL) bool {

@@ -45,7 +45,7 @@ func TestPermanentRedisAccess(t *testing.T) {
 // mechanism, presenting a certificate of an untrusted CA, refusing the
 // client certificate, or a missing ACL stops the stream (the real broker's
 // errors: sink's TestIntegrationSecurity, cmd/bridge's
-// TestIntegrationKafkaACLs).
+// TestIntegrationSecureKafka).
 func TestPermanentKafkaAccess(t *testing.T) {
 	acl := &sink.AuthorizationError{Doing: "producing", Principal: "User:bridge",
 		Missing: sink.ACL{Resource: sink.ResourceTopic, Name: "t", Operation: sink.OpWrite}, Err: assert.AnError}
