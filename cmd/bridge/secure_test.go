@@ -101,7 +101,7 @@ func (m secureMode) services(k *testenv.KafkaBroker, base services, user string,
 // secureMode (one broker for both: each JVM costs seconds of make test).
 func TestIntegrationSecureKafka(t *testing.T) {
 	base := secureBase(t)
-	users := map[string]string{secureUser: securePassword, "alo": securePassword}
+	users := map[string]string{secureUser: securePassword, "alo": securePassword, "alo-nowrite": securePassword}
 	for i := range requiredACLs(t) {
 		users[fmt.Sprintf("acl%d", i)] = securePassword
 	}
@@ -206,9 +206,28 @@ func kafkaACLs(t *testing.T, k *testenv.KafkaBroker, base services) {
 			assert.Contains(t, err.Error(), "`"+want.Command(svc.brokers[0], principal)+"`")
 		})
 	}
+	t.Run("at-least-once", func(t *testing.T) {
+		// Without transactions the bridge needs no transactional-id ACL,
+		// and no IdempotentWrite: Write on its topics makes it idempotent.
+		t.Parallel()
+		svc := scram.services(k, base, "alo", nil)
+		prepare := svc.prepare
+		svc.prepare = func(t testing.TB, cfg *config.Config) {
+			cfg.Kafka.Delivery = config.AtLeastOnce
+			prepare(t, cfg)
+		}
+		h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 12}, MaxMicrobatchBlocks: 4}, 128)
+		for _, a := range sink.RequiredACLs(h.cfg.Sink(), true, "t") {
+			require.Equal(t, sink.ResourceTopic, a.Resource, "granted only topic ACLs: %s", a)
+		}
+		stop := h.run()
+		h.waitHead()
+		require.NoError(t, stop())
+		requireClean(t, h.verify())
+	})
 	t.Run("at-least-once-without-write", func(t *testing.T) {
 		t.Parallel()
-		svc := scram.services(k, base, "alo", func(a sink.ACL) bool { return a.Operation == sink.OpWrite })
+		svc := scram.services(k, base, "alo-nowrite", func(a sink.ACL) bool { return a.Operation == sink.OpWrite })
 		prepare := svc.prepare
 		svc.prepare = func(t testing.TB, cfg *config.Config) {
 			cfg.Kafka.Delivery = config.AtLeastOnce
@@ -219,7 +238,7 @@ func kafkaACLs(t *testing.T, k *testenv.KafkaBroker, base services) {
 		t.Logf("at-least-once without Write: %v", err)
 		require.ErrorIs(t, err, sink.ErrNotAuthorized)
 		assert.True(t, pipeline.Permanent(err))
-		assert.Contains(t, err.Error(), "principal User:alo has no ACL for Write on topic")
+		assert.Contains(t, err.Error(), "principal User:alo-nowrite has no ACL for Write on topic")
 		assert.Contains(t, err.Error(), "(or IdempotentWrite on the cluster)")
 	})
 }
