@@ -100,12 +100,12 @@ func (m secureMode) services(k *testenv.KafkaBroker, base services, user string,
 // one real broker with the StandardAuthorizer and a listener of each
 // secureMode (one broker for both: each JVM costs seconds of make test).
 func TestIntegrationSecureKafka(t *testing.T) {
-	base := secureBase(t)
 	users := map[string]string{secureUser: securePassword, "alo": securePassword, "alo-nowrite": securePassword}
 	for i := range requiredACLs(t) {
 		users[fmt.Sprintf("acl%d", i)] = securePassword
 	}
-	k := startSecureBroker(t, users)
+	k := startSecureBroker(t, users) // first: it skips (or fails) without BRIDGE_TEST_KAFKA_HOME
+	base := secureBase(t)
 	t.Run("scenarios", func(t *testing.T) {
 		t.Parallel()
 		secureScenarios(t, k, base)
