@@ -133,7 +133,7 @@ func (b *bridge) connect(ctx context.Context, needs need) error {
 			}
 			b.admin = a
 			return nil
-		}, nil)
+		}, pipeline.Permanent) // a refused password, certificate or mechanism does not fix itself
 		if err != nil {
 			return fmt.Errorf("connecting to Kafka: %w", pipeline.NoAnswer(pipeline.KafkaService(b.kafka.Brokers), err))
 		}

@@ -6,7 +6,8 @@
 # served by cmd/devstack) and a Python venv with independent readers (pyarrow, fastavro, confluent-kafka).
 #
 #   deploy/local/stack.sh start  [kafka|redis|registry|python|tools|flink|kstreams ...]   (default: all)
-#   deploy/local/stack.sh stop   [kafka|redis|registry ...]          (KEEP=1 keeps data)
+#   deploy/local/stack.sh start  kafka-secure   (opt-in: a broker with TLS, mTLS, SASL and ACLs; see below)
+#   deploy/local/stack.sh stop   [kafka|redis|registry|kafka-secure ...]   (KEEP=1 keeps data)
 #   deploy/local/stack.sh status
 #   deploy/local/stack.sh env          print the env file
 #
@@ -115,7 +116,7 @@ write_env() {
   local tmp="$ENV_FILE.tmp" f
   {
     echo "# Written by deploy/local/stack.sh; source with: set -a; . $ENV_FILE; set +a"
-    for f in "$STATE"/kafka/env "$STATE"/redis/env "$STATE"/registry/env "$LOCAL"/venv.env "$LOCAL"/tools.env; do
+    for f in "$STATE"/kafka/env "$STATE"/kafka-secure/env "$STATE"/redis/env "$STATE"/registry/env "$LOCAL"/venv.env "$LOCAL"/tools.env; do
       if [[ -s "$f" ]]; then cat "$f"; fi
     done
   } >"$tmp"
@@ -255,6 +256,156 @@ stop_kafka() {
   stop_pid kafka "$STATE/kafka/kafka.pid" kafka.Kafka 30
   rm -f "$STATE/kafka/env"
   if [[ "${KEEP:-0}" != 1 ]]; then rm -rf "$STATE/kafka"; fi
+}
+
+# --- kafka-secure ----------------------------------------------------------
+#
+# Opt-in (not in the default list): a second broker, of the same jars, whose
+# client listeners need TLS (TLS: principal User:ANONYMOUS), mutual TLS
+# (MTLS: principal User:CN=bridge) and SASL over TLS (SASL: SCRAM-SHA-512 or
+# PLAIN, principal User:bridge), with KRaft's StandardAuthorizer
+# (allow.everyone.if.no.acl.found=false). The controller and inter-broker
+# listeners take SASL PLAIN as the super user "admin", so that no client
+# principal is one. A throwaway CA and certificates (devstack pki, valid for a
+# day) are made at every start; the SCRAM user bridge is added at format
+# time; once the broker is ready, devstack kafka-acls grants the three
+# principals the bridge's ACLs (sink.TopicOps on the topics prefixed "amp",
+# Write on the transactional ids prefixed "amp-kafka-bridge.").
+
+# pem_inline FILE: the PEM as one properties value ("\n" escapes).
+pem_inline() { awk 'NR > 1 { printf "\\n" } { printf "%s", $0 }' "$1"; }
+
+# secret FILE: a random password kept in FILE (made once, mode 600).
+secret() {
+  if [[ ! -s "$1" ]]; then (umask 077 && head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' >"$1"); fi
+  cat "$1"
+}
+
+start_kafka_secure() {
+  local d="$STATE/kafka-secure" pid
+  pid=$(read_pid "$d/kafka.pid")
+  if alive "$pid" "$d/server.properties"; then
+    log "kafka-secure: already running (pid $pid) at $(sed -n 's/^BRIDGE_TEST_KAFKA_SECURE_SASL_SEEDS=//p' "$d/env")"
+    return 0
+  fi
+  need_cmd java openjdk-17-jre-headless
+  kafka_jars
+  mkdir -p "$d/data" "$d/logs" "$d/tmp"
+  local tls mtls sasl cport iport ports
+  if [[ -s "$d/ports" ]]; then read -r tls mtls sasl cport iport <"$d/ports"; fi
+  if [[ -z "${iport:-}" ]] || ! port_free "$tls" || ! port_free "$mtls" || ! port_free "$sasl" ||
+    ! port_free "$cport" || ! port_free "$iport"; then
+    mapfile -t ports < <(freeports 5)
+    tls=${ports[0]} mtls=${ports[1]} sasl=${ports[2]} cport=${ports[3]} iport=${ports[4]}
+    echo "$tls $mtls $sasl $cport $iport" >"$d/ports"
+  fi
+  rm -rf "$d/tls"
+  "$DEVSTACK" pki -dir "$d/tls" >/dev/null || die "kafka-secure: writing the throwaway PKI"
+  local admin_pw bridge_pw
+  admin_pw=$(secret "$d/admin.password")
+  bridge_pw=$(secret "$d/bridge.password")
+  local admin_jaas
+  admin_jaas="org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" password=\"$admin_pw\" user_admin=\"$admin_pw\";"
+  (
+    umask 077
+    cat <<EOF
+# Single-node KRaft broker with secured client listeners and the
+# StandardAuthorizer; written by deploy/local/stack.sh (start kafka-secure).
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$cport
+listeners=TLS://127.0.0.1:$tls,MTLS://127.0.0.1:$mtls,SASL://127.0.0.1:$sasl,CONTROLLER://127.0.0.1:$cport,INTERNAL://127.0.0.1:$iport
+advertised.listeners=TLS://127.0.0.1:$tls,MTLS://127.0.0.1:$mtls,SASL://127.0.0.1:$sasl,INTERNAL://127.0.0.1:$iport
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=INTERNAL
+listener.security.protocol.map=TLS:SSL,MTLS:SSL,SASL:SASL_SSL,CONTROLLER:SASL_PLAINTEXT,INTERNAL:SASL_PLAINTEXT
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=false
+super.users=User:admin
+sasl.mechanism.controller.protocol=PLAIN
+sasl.mechanism.inter.broker.protocol=PLAIN
+listener.name.controller.sasl.enabled.mechanisms=PLAIN
+listener.name.controller.plain.sasl.jaas.config=$admin_jaas
+listener.name.internal.sasl.enabled.mechanisms=PLAIN
+listener.name.internal.plain.sasl.jaas.config=$admin_jaas
+listener.name.sasl.sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
+listener.name.sasl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_bridge="$bridge_pw";
+listener.name.mtls.ssl.client.auth=required
+listener.name.mtls.ssl.truststore.type=PEM
+listener.name.mtls.ssl.truststore.certificates=$(pem_inline "$d/tls/ca.pem")
+log.dirs=$d/data
+num.network.threads=2
+num.io.threads=2
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+auto.create.topics.enable=false
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+broker.heartbeat.interval.ms=500
+broker.session.timeout.ms=3000
+EOF
+    local l chain key
+    chain=$(pem_inline "$d/tls/server.pem")
+    key=$(pem_inline "$d/tls/server.key")
+    for l in tls mtls sasl; do
+      echo "listener.name.$l.ssl.keystore.type=PEM"
+      echo "listener.name.$l.ssl.keystore.certificate.chain=$chain"
+      echo "listener.name.$l.ssl.keystore.key=$key"
+    done
+  ) >"$d/server.properties"
+  kafka_jvm_opts "$d"
+  local cp="$KAFKA_LIBS/*" t0
+  t0=$(now_ms)
+  if [[ ! -f "$d/data/meta.properties" ]]; then
+    local id=-
+    while [[ $id == -* ]]; do id=$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '='); done
+    java "${JVM_OPTS[@]}" -cp "$cp" kafka.tools.StorageTool format -t "$id" -c "$d/server.properties" \
+      --add-scram "SCRAM-SHA-512=[name=bridge,password=$bridge_pw]" --ignore-formatted >>"$d/logs/format.log" 2>&1 ||
+      die "kafka-secure: StorageTool format failed: $(tail -20 "$d/logs/format.log")"
+    log "kafka-secure: formatted $d/data (cluster id $id, SCRAM-SHA-512 user bridge) in $(since "$t0")"
+  fi
+  t0=$(now_ms)
+  setsid java "${JVM_OPTS[@]}" -cp "$cp" kafka.Kafka "$d/server.properties" \
+    </dev/null >>"$d/logs/kafka.log" 2>&1 &
+  pid=$!
+  echo "$pid" >"$d/kafka.pid"
+  local admin=(-sasl-user admin -sasl-password-file "$d/admin.password")
+  if ! "$DEVSTACK" kafka-ready -brokers "127.0.0.1:$iport" -timeout "$KAFKA_READY_TIMEOUT" "${admin[@]}" >/dev/null; then
+    log "kafka-secure: not ready; last log lines:"
+    tail -30 "$d/logs/kafka.log" >&2 || true
+    stop_pid kafka-secure "$d/kafka.pid" "$d/server.properties" 10
+    die "kafka-secure broker did not become ready within $KAFKA_READY_TIMEOUT"
+  fi
+  "$DEVSTACK" kafka-acls -brokers "127.0.0.1:$iport" "${admin[@]}" -principal User:bridge,User:CN=bridge,User:ANONYMOUS \
+    -topic-prefix amp -txn-prefix amp-kafka-bridge. >"$d/acls.txt" || die "kafka-secure: granting the bridge's ACLs"
+  cat >"$d/env" <<EOF
+BRIDGE_TEST_KAFKA_SECURE_TLS_SEEDS=127.0.0.1:$tls
+BRIDGE_TEST_KAFKA_SECURE_MTLS_SEEDS=127.0.0.1:$mtls
+BRIDGE_TEST_KAFKA_SECURE_SASL_SEEDS=127.0.0.1:$sasl
+BRIDGE_TEST_KAFKA_SECURE_CA_FILE=$d/tls/ca.pem
+BRIDGE_TEST_KAFKA_SECURE_CLIENT_CERT_FILE=$d/tls/client.pem
+BRIDGE_TEST_KAFKA_SECURE_CLIENT_KEY_FILE=$d/tls/client.key
+BRIDGE_TEST_KAFKA_SECURE_SASL_USERNAME=bridge
+BRIDGE_TEST_KAFKA_SECURE_SASL_PASSWORD_FILE=$d/bridge.password
+BRIDGE_TEST_KAFKA_SECURE_ADMIN_SEEDS=127.0.0.1:$iport
+BRIDGE_TEST_KAFKA_SECURE_ADMIN_PASSWORD_FILE=$d/admin.password
+BRIDGE_TEST_KAFKA_SECURE_PID_FILE=$d/kafka.pid
+EOF
+  log "kafka-secure: pid $pid; TLS 127.0.0.1:$tls, mutual TLS 127.0.0.1:$mtls, SCRAM-SHA-512/PLAIN over TLS 127.0.0.1:$sasl; ready with the bridge's ACLs ($d/acls.txt) in $(since "$t0")"
+}
+
+stop_kafka_secure() {
+  stop_pid kafka-secure "$STATE/kafka-secure/kafka.pid" "$STATE/kafka-secure/server.properties" 30
+  rm -f "$STATE/kafka-secure/env"
+  if [[ "${KEEP:-0}" != 1 ]]; then rm -rf "$STATE/kafka-secure"; fi
 }
 
 # --- redis -----------------------------------------------------------------
@@ -562,7 +713,8 @@ cmd_start() {
       kafka) start_kafka ;; redis) start_redis ;; registry) ;; python) start_python ;; tools) start_tools ;;
       flink) start_flink ;;
       kstreams) start_kstreams ;;
-      *) die "unknown service '$s' (want kafka, redis, registry, python, tools, flink or kstreams)" ;;
+      kafka-secure) start_kafka_secure ;;
+      *) die "unknown service '$s' (want kafka, redis, registry, python, tools, flink, kstreams or kafka-secure)" ;;
     esac
     write_env
   done
@@ -572,12 +724,16 @@ cmd_start() {
 }
 
 cmd_stop() {
-  local s
-  for s in $(services "$@"); do
+  local s list
+  list=$(services "$@")
+  # The opt-in secured broker stops with everything when it was started.
+  if (($# == 0)) && [[ -d "$STATE/kafka-secure" ]]; then list="$list kafka-secure"; fi
+  for s in $list; do
     case $s in
       kafka) stop_kafka ;; redis) stop_redis ;; registry) stop_registry ;;
+      kafka-secure) stop_kafka_secure ;;
       python | tools | flink | kstreams) ;; # caches: remove .local/venv (.local/flink, .local/kstreams) to rebuild them
-      *) die "unknown service '$s' (want kafka, redis, registry, python, tools, flink or kstreams)" ;;
+      *) die "unknown service '$s' (want kafka, redis, registry, python, tools, flink, kstreams or kafka-secure)" ;;
     esac
   done
   write_env
@@ -593,6 +749,10 @@ cmd_status() {
   pid=$(read_pid "$STATE/registry/registry.pid")
   if registry_alive; then echo "registry: running pid $pid $(grep -h '^BRIDGE_TEST_REGISTRY_URL' "$STATE/registry/env" 2>/dev/null)"; else echo "registry: stopped"; rc=3; fi
   if [[ -x "$VENV/bin/python" ]]; then echo "python:   $VENV/bin/python"; else echo "python:   no venv"; rc=3; fi
+  if [[ -d "$STATE/kafka-secure" ]]; then # opt-in: reported only once started
+    pid=$(read_pid "$STATE/kafka-secure/kafka.pid")
+    if alive "$pid" "$STATE/kafka-secure/server.properties"; then echo "kafka-secure: running pid $pid $(grep -h '^BRIDGE_TEST_KAFKA_SECURE_SASL_SEEDS' "$STATE/kafka-secure/env" 2>/dev/null)"; else echo "kafka-secure: stopped"; fi
+  fi
   return $rc
 }
 
@@ -605,7 +765,7 @@ main() {
     restart) cmd_stop "$@"; cmd_start "$@" ;;
     status) cmd_status ;;
     env) cat "$ENV_FILE" ;;
-    *) echo "usage: $0 start|stop|restart [kafka|redis|registry|python|tools|flink|kstreams ...] | status | env" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|restart [kafka|redis|registry|python|tools|flink|kstreams|kafka-secure ...] | status | env" >&2; exit 2 ;;
   esac
 }
 
