@@ -227,8 +227,9 @@ type StreamReport struct {
 	Reason string `json:"reason,omitempty"`
 	// Since is when the state or reason last changed.
 	Since time.Time `json:"since"`
-	// Stuck names the call in flight for longest, when longer than
-	// ReadyAfter, and Wedged reports it past LiveAfter.
+	// Stuck names the innermost call in flight for longer than ReadyAfter
+	// (and the outermost one around it), and Wedged reports the outermost
+	// one past LiveAfter.
 	Stuck  string `json:"stuck,omitempty"`
 	Wedged bool   `json:"wedged,omitempty"`
 }
@@ -272,7 +273,19 @@ func (t *Tracker) Report() Report {
 		}
 		stuck := !oldest.since.IsZero() && now.Sub(oldest.since) > t.cfg.ReadyAfter
 		if stuck {
-			sr.Stuck = fmt.Sprintf("%s for %s", oldest.what, now.Sub(oldest.since).Round(time.Second))
+			// Calls nest ("publishing a batch" around "kafka: flushing"): the
+			// stuck call that began last is the most specific one, and names
+			// the service; the outermost one is kept for context.
+			inner := oldest
+			for _, c := range x.calls {
+				if now.Sub(c.since) > t.cfg.ReadyAfter && c.since.After(inner.since) {
+					inner = c
+				}
+			}
+			sr.Stuck = fmt.Sprintf("%s for %s", inner.what, now.Sub(inner.since).Round(time.Second))
+			if inner.since != oldest.since {
+				sr.Stuck += fmt.Sprintf(" (inside %s for %s)", oldest.what, now.Sub(oldest.since).Round(time.Second))
+			}
 			if now.Sub(oldest.since) > t.cfg.LiveAfter {
 				sr.Wedged, rep.Live = true, false
 			}
