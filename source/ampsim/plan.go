@@ -20,7 +20,11 @@ type branch struct {
 	table    *table
 	unsynced bool
 	filters  []boundExpr
-	cols     []int // source column per output column
+	// post are the filters of a query around a subquery with LIMIT (the
+	// backfill's partition wrapper): applied to the rows the LIMIT keeps,
+	// after it, so they never change which rows it keeps.
+	post []boundExpr
+	cols []int // source column per output column
 }
 
 type boundExpr struct {
@@ -28,8 +32,13 @@ type boundExpr struct {
 	cols []int // maps the expression's column indexes to source columns
 }
 
-func (b *branch) keep(r row) bool {
-	for _, f := range b.filters {
+func (b *branch) keep(r row) bool { return allTrue(b.filters, r) }
+
+// keepPost reports whether a row the LIMIT kept passes the filters around it.
+func (b *branch) keepPost(r row) bool { return allTrue(b.post, r) }
+
+func allTrue(fs []boundExpr, r row) bool {
+	for _, f := range fs {
 		v := f.e.eval(r, f.cols)
 		if bv, ok := v.(bool); !ok || !bv {
 			return false
@@ -161,8 +170,15 @@ func (s *Server) resolveSelect(sel *selectStmt) (*relation, error) {
 		if err != nil {
 			return nil, err
 		}
-		if r.count || r.limit != nil {
-			return nil, sqlErrorf("unsupported SQL: COUNT or LIMIT inside a subquery is not supported by the simulator")
+		if r.count {
+			return nil, sqlErrorf("unsupported SQL: COUNT inside a subquery is not supported by the simulator")
+		}
+		// A subquery with LIMIT (the backfill's partition wrapper around a
+		// query with LIMIT) is evaluated whole: the LIMIT keeps its rows
+		// from every synced block, then the outer WHERE filters them.
+		if r.limit != nil && (sel.limit != nil || len(sel.items) != 1 || !sel.items[0].star || sel.distinct || sel.groupBy ||
+			sel.having || sel.orderBy || sel.offset) {
+			return nil, sqlErrorf("unsupported SQL: around a subquery with LIMIT the simulator supports only SELECT * … WHERE …")
 		}
 		in = r
 		in.qualifiers = nil
@@ -170,9 +186,10 @@ func (s *Server) resolveSelect(sel *selectStmt) (*relation, error) {
 	if sel.from.alias != "" {
 		in.qualifiers = append(in.qualifiers, sel.from.alias)
 	}
-	out := &relation{nonInc: in.nonInc, unsupported: in.unsupported}
+	out := &relation{nonInc: in.nonInc, unsupported: in.unsupported, limit: in.limit}
 	for _, b := range in.branches {
-		out.branches = append(out.branches, &branch{chain: b.chain, table: b.table, unsynced: b.unsynced, filters: slices.Clone(b.filters)})
+		out.branches = append(out.branches, &branch{chain: b.chain, table: b.table, unsynced: b.unsynced,
+			filters: slices.Clone(b.filters), post: slices.Clone(b.post)})
 	}
 	if sel.where != nil {
 		e, err := in.bind(sel.where)
@@ -183,7 +200,11 @@ func (s *Server) resolveSelect(sel *selectStmt) (*relation, error) {
 			return nil, sqlErrorf("invalid query: WHERE needs a boolean condition")
 		}
 		for i, b := range out.branches {
-			b.filters = append(b.filters, boundExpr{e: e, cols: in.branches[i].cols})
+			if in.limit != nil {
+				b.post = append(b.post, boundExpr{e: e, cols: in.branches[i].cols})
+			} else {
+				b.filters = append(b.filters, boundExpr{e: e, cols: in.branches[i].cols})
+			}
 		}
 	}
 	addCol := func(k int, name string) {

@@ -221,3 +221,47 @@ func TestFastPathMatchesRowPath(t *testing.T) {
 		})
 	}
 }
+
+// TestSQLLimitInsidePartitionWrapper: the backfill's partition wrapper
+// around a query with LIMIT is evaluated as SQL says: the LIMIT keeps its
+// rows from every synced block first, then the wrapper's WHERE filters
+// them, so the partitions' results are the LIMIT's rows of their blocks
+// (not LIMIT rows per partition, the seed's split-aggregate bug).
+func TestSQLLimitInsidePartitionWrapper(t *testing.T) {
+	s := startServer(t, smallConfig(6)) // 6 blocks of 4 transactions each
+	c := dial(t, s)
+	inner := `SELECT _block_num, tx_index FROM eth_rpc.transactions LIMIT 10`
+	whole, _, _ := batchQuery(t, c, inner)
+	require.Equal(t, 10, whole)
+	wrap := func(a, b int) string {
+		return fmt.Sprintf("SELECT * FROM (\n%s\n) AS amp_partition WHERE amp_partition._block_num >= %d AND amp_partition._block_num < %d", inner, a, b)
+	}
+	// kept[b] is how many of the LIMIT's rows are in block b.
+	kept, left := map[int]int{}, 10
+	for b := range 6 {
+		n, err := s.Primary().ExpectedRows("transactions", uint64(b), uint64(b))
+		require.NoError(t, err)
+		kept[b] = min(n, left)
+		left -= kept[b]
+	}
+	require.Positive(t, kept[0])
+	require.Zero(t, kept[5], "the LIMIT ends before the last block")
+	total := 0
+	for _, p := range [][2]int{{0, 2}, {2, 4}, {4, 6}} {
+		n, _, _ := batchQuery(t, c, wrap(p[0], p[1]))
+		want := 0
+		for b := p[0]; b < p[1]; b++ {
+			want += kept[b]
+		}
+		assert.Equal(t, want, n, "partition [%d, %d) holds the LIMIT's rows of its blocks", p[0], p[1])
+		total += n
+	}
+	assert.Equal(t, 10, total, "the partitions together hold exactly the LIMIT's rows")
+	n, _, _ := batchQuery(t, c, wrap(5, 6))
+	assert.Zero(t, n, "the LIMIT keeps no row of block 5")
+
+	_, err := c.info(testCtx(t), "SELECT _block_num FROM (SELECT _block_num FROM eth_rpc.transactions LIMIT 3) AS p")
+	requireCode(t, err, codes.InvalidArgument, "only SELECT * … WHERE …")
+	_, err = c.info(testCtx(t), "SELECT * FROM (SELECT COUNT(*) AS n FROM eth_rpc.transactions) AS p")
+	requireCode(t, err, codes.InvalidArgument, "COUNT inside a subquery")
+}

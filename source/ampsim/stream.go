@@ -58,6 +58,7 @@ func (s *Server) emitBlocks(w *streamWriter, p *plan, e emitSpec) (int, error) {
 		bds[br] = br.blockBounds()
 	}
 	var flushErr error
+	taken := uint64(0) // rows the LIMIT has kept, before the post filters
 	if limit == nil {
 		for _, br := range p.rel.branches {
 			if len(br.filters) > 0 && !bds[br].blockOnly {
@@ -101,8 +102,12 @@ func (s *Server) emitBlocks(w *streamWriter, p *plan, e emitSpec) (int, error) {
 				if !br.keep(r) {
 					continue
 				}
-				if limit != nil && uint64(sent+bb.rows) >= *limit {
+				if limit != nil && taken >= *limit {
 					return sent, flush()
+				}
+				taken++
+				if !br.keepPost(r) {
+					continue
 				}
 				bb.add(r, br.cols)
 				if bb.rows >= s.cfg.BatchRows {
