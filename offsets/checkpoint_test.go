@@ -246,7 +246,7 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 	nilSlicesIDs.TopicIDs = map[string]string{"amp.txs": "id"}
 	for name, cp := range map[string]Checkpoint{"golden": goldenCheckpoint(), "escapes": odd, "nil slices": nilSlices,
 		"nil spans": nilSpans, "128 batches": testCheckpoint("big", 9, 128), "hand-over": handover,
-		"start": start,
+		"start":     start,
 		"topic ids": topicIDs, "nil slices, topic ids": nilSlicesIDs} {
 		t.Run(name, func(t *testing.T) {
 			got, err := Marshal(cp)
