@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
 )
 
 // Start positions and one-shot loads (issue #16 items 2 and 3): the keys
@@ -60,7 +62,7 @@ func defaultsStart(s *StreamConfig) {
 // in messages), and refuses the combinations with the backfill that
 // contradict each other.
 func validateStart(key string, s StreamConfig, bad func(key, format string, args ...any)) {
-	if err := checkEnum(key+".mode", s.Mode, ModeLive, ModeOnce); err != nil {
+	if s.Mode != ModeLive && s.Mode != ModeOnce {
 		bad(key+".mode", "%q: want live or once", s.Mode)
 	}
 	_, numeric, err := s.Start.Block()
@@ -76,6 +78,14 @@ func validateStart(key string, s StreamConfig, bad func(key, format string, args
 	case notEarliest && s.Backfill.Enabled:
 		bad(key+".start", "%s contradicts backfill.enabled: a backfill publishes the history from backfill.from and goes "+
 			"live where it ends; choose the first block with backfill.from, or drop the backfill to start live at a block", s.Start)
+	}
+	if s.Backfill.Enabled && s.Mode != ModeOnce && strings.TrimSpace(s.SQL) != "" {
+		if hz, err := source.SplitHazards(s.SQL, s.Backfill.Column); err == nil && len(hz) > 0 {
+			bad(key+".sql", "has %s, which computes over the rows of many blocks: the backfill's partitions would each compute it "+
+				"again, over whatever Amp has synced when each runs, and Amp streams only queries it can compute block by block, so "+
+				"the live stream would be refused too. Publish it with mode: once (one batch query over [backfill.from, backfill.to)), "+
+				"or make each row one block's (GROUP BY %s, …)", strings.Join(hz, ", "), s.Backfill.Column)
+		}
 	}
 	if s.Mode == ModeOnce && s.Backfill.To == 0 {
 		bad(key+".backfill.to", "is 0, but mode once publishes [backfill.from, backfill.to) and then stops: set backfill.to "+
