@@ -439,11 +439,24 @@ func (r *Stream) setup(ctx context.Context) error {
 			if err := r.backfill(ctx); err != nil {
 				return err
 			}
+		} else if r.cfg.Mode == config.ModeOnce {
+			return fmt.Errorf("config streams (%s).mode: once, but the stream has gone live (cursor %s): a one-shot load "+
+				"publishes blocks of a stream that has published nothing live; load them under a new stream id: %w",
+				r.cfg.ID, cursorText(r.committed.Cursor()), config.ErrInvalid)
 		} else {
 			r.deps.Metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(0)
 			r.log.Debug("backfill not run: the stream has gone live", "cursor", cursorText(r.committed.Cursor()))
 		}
 		r.closeBackfillWorkers(ctx)
+	} else if r.cfg.Start != config.StartEarliest && r.cfg.Start != "" {
+		if isFresh(r.committed) {
+			if err := r.startAt(ctx); err != nil {
+				return err
+			}
+		} else {
+			r.log.Info("streams[].start is ignored: the stream has a checkpoint and resumes from its cursor",
+				"start", string(r.cfg.Start), "cursor", cursorText(r.committed.Cursor()))
+		}
 	}
 	rcfg := reorg.DefaultConfig()
 	rcfg.Retention = r.cfg.RetentionBlocks
@@ -602,6 +615,9 @@ func cursorText(c reorg.Cursor) string {
 
 func (r *Stream) runOnce(ctx context.Context) error {
 	if err := r.setup(ctx); err != nil {
+		if errors.Is(err, errLoadDone) {
+			return nil // a one-shot load ends here
+		}
 		return err
 	}
 	if err := r.open(ctx); err != nil {
