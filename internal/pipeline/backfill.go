@@ -142,6 +142,10 @@ func (r *Stream) backfill(ctx context.Context) error {
 func (r *Stream) planBackfill(ctx context.Context) (*backfillPlan, error) {
 	bf := r.cfg.Backfill
 	plan := &backfillPlan{column: bf.Column}
+	var err error
+	if plan.whole, err = r.wholeRange(); err != nil {
+		return nil, err
+	}
 	if err := checkBlockColumn(r.schema, bf.Column); err != nil {
 		return nil, fmt.Errorf("config streams (%s).backfill.column: %w: %w", r.cfg.ID, err, config.ErrInvalid)
 	}
@@ -171,9 +175,6 @@ func (r *Stream) planBackfill(ctx context.Context) (*backfillPlan, error) {
 		if err := r.setupTopic(ctx, []string{plan.network}); err != nil {
 			return nil, err
 		}
-	}
-	if plan.whole, err = r.wholeRange(); err != nil {
-		return nil, err
 	}
 	plan.parts = source.PlanPartitions(plan.from, plan.end, bf.Workers, bf.PartitionSize)
 	if plan.whole {
