@@ -348,6 +348,9 @@ func TestIntegrationRunScenarios(t *testing.T) {
 	t.Run("reorg-while-down", func(t *testing.T) { scenarioReorgWhileDown(t, realServices(t)) })
 	t.Run("partial-reorg", func(t *testing.T) { scenarioPartialReorg(t, realServices(t)) })
 	t.Run("lost-checkpoint", func(t *testing.T) { scenarioLostCheckpoint(t, realServices(t)) })
+	t.Run("start-latest", func(t *testing.T) { scenarioStartLatest(t, realServices(t)) })
+	t.Run("start-block-reorged", func(t *testing.T) { scenarioStartBlockReorged(t, realServices(t)) })
+	t.Run("once", func(t *testing.T) { scenarioOnce(t, realServices(t)) })
 }
 
 func httpGet(t *testing.T, url string) (int, string) {
