@@ -60,9 +60,11 @@ func scenarioStartLatest(t *testing.T, svc services) {
 	assert.Equal(t, uint64(34), maxBlock["c"])
 	assert.Zero(t, counts["r"])
 
-	// Restarted with another start: ignored.
+	// Restarted with another start: ignored, also without the checkpoint
+	// store (rebuilt from the control topic).
 	h.cfg.Streams[0].Start = "3"
 	assert.Contains(t, h.status(), "started at mainnet block 30 (its start position at the first start); streams[].start (now 3) is ignored")
+	h.flush()
 	h.sim.Mine(2)
 	stop = h.run()
 	h.waitHead()
@@ -71,6 +73,7 @@ func scenarioStartLatest(t *testing.T, svc services) {
 	_, _, minBlock = h.topicOps()
 	assert.Equal(t, uint64(30), minBlock["c"])
 	requireClean(t, h.verify())
+	assert.Contains(t, h.status(), "started at mainnet block 30", "the checkpoint rebuilt from the control topic remembers the start")
 }
 
 func TestRunStartBlockReorged(t *testing.T) { scenarioStartBlockReorged(t, fakeServices(t)) }
@@ -85,6 +88,13 @@ func scenarioStartBlockReorged(t *testing.T, svc services) {
 	h := newStartHarness(t, svc, 20, "25")
 	stop := h.run()
 	require.Eventually(t, func() bool { return h.count("start") == 1 }, 30*time.Second, 5*time.Millisecond)
+	require.NoError(t, stop())
+	// Restarted before anything was published, without the checkpoint
+	// store and with another start: the start checkpoint in the control
+	// topic still fixes block 25 (latest would be 20).
+	h.flush()
+	h.cfg.Streams[0].Start = config.StartLatest
+	stop = h.run()
 	h.sim.Mine(9) // head 28
 	h.waitHead()
 	require.NoError(t, h.sim.Reorg(4, 5)) // replaces 25..=28: head 29
@@ -97,8 +107,19 @@ func scenarioStartBlockReorged(t *testing.T, svc services) {
 	require.NoError(t, stop())
 	rep = h.verify()
 	requireClean(t, rep)
+	assert.Equal(t, 1, h.count("start"), "no second start checkpoint")
 	_, _, minBlock := h.topicOps()
 	assert.Equal(t, uint64(25), minBlock["c"], "nothing below the start block")
+}
+
+// flush empties the checkpoint store of the harness's stream.
+func (h *harness) flush() {
+	h.t.Helper()
+	if h.svc.flush != nil {
+		h.svc.flush(h.t)
+		return
+	}
+	h.flushPrefix(h.t.(*testing.T), h.svc.redis)
 }
 
 // newOnceHarness is a harness whose stream is a one-shot load of [from, to)
