@@ -30,6 +30,7 @@ func TestStartAndModeKeys(t *testing.T) {
 	c, err = LoadConfig(writeConfig(t, minimalYAML+"    mode: once\n    backfill: {from: 100, to: 200}\n"),
 		envMap(map[string]string{"BRIDGE_STREAMS_0_SQL": "SELECT * FROM eth.transactions LIMIT 10"}))
 	require.NoError(t, err)
+	assert.Equal(t, "SELECT * FROM eth.transactions LIMIT 10", c.Streams[0].SQL)
 }
 
 func TestStartAndModeErrors(t *testing.T) {
