@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/health"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/ops"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/pipeline"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
@@ -252,4 +253,30 @@ func TestRunBackfillFromTo(t *testing.T) {
 	assert.Positive(t, counts["c"])
 	assert.Equal(t, [2]uint64{20, 119}, [2]uint64{minBlock["r"], maxBlock["r"]})
 	assert.Equal(t, uint64(120), minBlock["c"], "live from backfill.to")
+}
+
+// TestRunOnceBesideLiveStream: a one-shot load in the same bridge as a
+// live stream ends as done: /readyz stays ready (the live stream goes on,
+// nothing is wrong) and amp_bridge_stream_up stays 1, so the stopped-stream
+// alert does not fire.
+func TestRunOnceBesideLiveStream(t *testing.T) {
+	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 60}, MaxMicrobatchBlocks: 16}, 64)
+	load := h.cfg.Streams[0]
+	load.ID, load.Topic = load.ID+"-load", load.Topic+"-load"
+	load.Mode, load.Backfill = config.ModeOnce, config.BackfillConfig{From: 5, To: 40, StepBlocks: 10, HandoverMargin: 5}
+	h.cfg.Streams = append(h.cfg.Streams, load)
+	h.cfg.Defaults()
+	require.NoError(t, h.cfg.Validate())
+	stop, b := h.runBridge()
+	require.Eventually(t, func() bool { return len(h.loadDone()) == 1 }, 30*time.Second, 5*time.Millisecond)
+	h.waitHead()
+	var rep health.Report
+	require.Eventually(t, func() bool {
+		rep = b.health.Report()
+		return rep.Streams[load.ID].State == health.StateDone
+	}, 30*time.Second, 5*time.Millisecond)
+	assert.True(t, rep.Ready, "/readyz: %+v", rep)
+	assert.Contains(t, rep.Streams[load.ID].Reason, "one-shot load done: mainnet blocks [5, 40) published")
+	assert.Equal(t, 1.0, gaugeValue(t, b.reg, "amp_bridge_stream_up", load.ID))
+	require.NoError(t, stop())
 }

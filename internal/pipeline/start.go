@@ -153,10 +153,12 @@ func (r *Stream) loadDone(plan *backfillPlan, left uint64) error {
 	if left == 0 {
 		r.log.Info("one-shot load: every block was published by an earlier run; nothing to publish", "network", plan.network,
 			"blocks", span.String())
+		r.loaded = fmt.Sprintf("one-shot load done: %s blocks %s were all published before; nothing to publish", plan.network, span)
 		r.emit(Event{Kind: "load-done", Detail: fmt.Sprintf("%s: blocks %s were all published before; nothing to publish", plan.network, span)})
 		return errLoadDone
 	}
 	r.log.Info("one-shot load done", "network", plan.network, "blocks", span.String(), "blocks_published", left)
+	r.loaded = fmt.Sprintf("one-shot load done: %s blocks %s published", plan.network, span)
 	r.emit(Event{Kind: "load-done", Detail: fmt.Sprintf("%s: blocks %s published (%d this run)", plan.network, span, left)})
 	return errLoadDone
 }

@@ -109,6 +109,9 @@ type Health interface {
 	Failed(err error)
 	// Stopped: ended without one.
 	Stopped()
+	// Done: a one-shot load published its blocks and ended; detail says
+	// which.
+	Done(detail string)
 	// Track records a blocking call to a service until done is called.
 	Track(what string) (done func())
 }
@@ -120,6 +123,7 @@ func (noHealth) Ready()              {}
 func (noHealth) NotReady(string)     {}
 func (noHealth) Failed(error)        {}
 func (noHealth) Stopped()            {}
+func (noHealth) Done(string)         {}
 func (noHealth) Track(string) func() { return func() {} }
 
 // Store is where a stream's checkpoint and backfill partition records live.
@@ -247,6 +251,9 @@ type Stream struct {
 	// txn is what the open transaction holds beyond its records, which
 	// the producer holds.
 	txn txnLog
+	// loaded says what a one-shot load published once it is done ("": not
+	// done).
+	loaded string
 }
 
 // txnLog is what the open transaction holds beyond its Kafka records (the
@@ -335,6 +342,10 @@ func (r *Stream) Run(ctx context.Context) error {
 	if err != nil {
 		r.deps.Health.Failed(err)
 		return err
+	}
+	if r.loaded != "" {
+		r.deps.Health.Done(r.loaded)
+		return nil
 	}
 	r.deps.Health.Stopped()
 	return nil
