@@ -8,14 +8,13 @@
 // checkpoint store write that failed, a restart after a transient error),
 // Failed when it stopped on a permanent error, and Done when a one-shot
 // load ended after publishing its blocks (ready, and up: nothing is wrong).
-// Around every blocking
-// call to a service the run loop holds a Track: a call in flight for longer
-// than Config.ReadyAfter makes the stream not ready while it lasts (a
-// broker that stopped answering shows within that bound, whatever the
-// call's own deadline), and one in flight for longer than Config.LiveAfter
-// makes the process not alive (a run loop stuck past every deadline is a
-// bug only a restart clears). Waiting for Amp to send data is not tracked:
-// a quiet chain is healthy.
+// Around every blocking call to a service the run loop holds a Track: a
+// call in flight for longer than Config.ReadyAfter makes the stream not
+// ready while it lasts (a broker that stopped answering shows within that
+// bound, whatever the call's own deadline), and one in flight for longer
+// than Config.LiveAfter makes the process not alive (a run loop stuck past
+// every deadline is a bug only a restart clears). Waiting for Amp to send
+// data is not tracked: a quiet chain is healthy.
 //
 // Serve serves the endpoints, with /metrics beside them.
 //
