@@ -280,3 +280,34 @@ func TestRunOnceBesideLiveStream(t *testing.T) {
 	assert.Equal(t, 1.0, gaugeValue(t, b.reg, "amp_bridge_stream_up", load.ID))
 	require.NoError(t, stop())
 }
+
+// TestRewindBelowStartBlock: bridge rewind of a stream that started at
+// block 25 to a block below it retracts everything the stream published
+// and resumes at the start block, not at Amp's first block: the blocks
+// below the start stay unpublished.
+func TestRewindBelowStartBlock(t *testing.T) {
+	h := newStartHarness(t, fakeServices(t), 30, "25")
+	stop := h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+	b, err := newBridge(t.Context(), h.cfg, testLogger())
+	require.NoError(t, err)
+	res, err := b.rewind(t.Context(), h.cfg.Streams[0].ID, 10)
+	b.close()
+	require.NoError(t, err)
+	assert.Positive(t, res.Rows)
+	assert.Equal(t, uint64(25), res.Cursor["mainnet"].Number, "resumes at the start block")
+	assert.True(t, res.Cursor["mainnet"].Hash.IsZero())
+
+	h.mu.Lock()
+	h.last = 0
+	h.mu.Unlock()
+	stop = h.run() // publishes 25..=29 again
+	h.waitHead()
+	require.NoError(t, stop())
+	rep := h.verify()
+	requireClean(t, rep)
+	assert.Equal(t, res.Rows, rep.Retracted)
+	_, _, minBlock := h.topicOps()
+	assert.Equal(t, uint64(25), minBlock["c"], "nothing below the start block")
+}
