@@ -311,3 +311,18 @@ func TestRewindBelowStartBlock(t *testing.T) {
 	_, _, minBlock := h.topicOps()
 	assert.Equal(t, uint64(25), minBlock["c"], "nothing below the start block")
 }
+
+// TestRunStartAtLeastOnce: a start position works without transactions
+// too (the start checkpoint is committed the way every watermark is).
+func TestRunStartAtLeastOnce(t *testing.T) {
+	h := newStartHarness(t, fakeServices(t), 12, config.StartLatest)
+	h.cfg.Kafka.Delivery = config.AtLeastOnce
+	stop := h.run()
+	require.Eventually(t, func() bool { return h.count("start") == 1 }, 30*time.Second, 5*time.Millisecond)
+	h.sim.Mine(3)
+	h.waitHead()
+	require.NoError(t, stop())
+	requireClean(t, h.verify())
+	_, _, minBlock := h.topicOps()
+	assert.Equal(t, uint64(12), minBlock["c"])
+}
