@@ -236,12 +236,12 @@ func TestRunOnceRefusesSplitAggregates(t *testing.T) {
 	assert.Empty(t, h.loadDone())
 }
 
-// TestRunBackfillFromTo: a live stream's backfill of [20, 120), both ends
-// configured: op r rows of exactly those blocks, the hand-over at 120 (not
+// TestRunBackfillFromTo: a live stream's backfill of [20, 70), both ends
+// configured: op r rows of exactly those blocks, the hand-over at 70 (not
 // at the head minus the margin), the live stream from there, and nothing
 // below block 20.
 func TestRunBackfillFromTo(t *testing.T) {
-	h := newBackfillHarness(t, fakeServices(t), 200, config.BackfillConfig{From: 20, To: 120, Workers: 2, StepBlocks: 25, HandoverMargin: 30})
+	h := newBackfillHarness(t, fakeServices(t), 110, config.BackfillConfig{From: 20, To: 70, Workers: 2, StepBlocks: 25, HandoverMargin: 30})
 	stop := h.run()
 	h.waitHead()
 	h.sim.Mine(2)
@@ -251,8 +251,8 @@ func TestRunBackfillFromTo(t *testing.T) {
 	assert.Equal(t, 1, h.count("handover"))
 	counts, maxBlock, minBlock := h.topicOps()
 	assert.Positive(t, counts["c"])
-	assert.Equal(t, [2]uint64{20, 119}, [2]uint64{minBlock["r"], maxBlock["r"]})
-	assert.Equal(t, uint64(120), minBlock["c"], "live from backfill.to")
+	assert.Equal(t, [2]uint64{20, 69}, [2]uint64{minBlock["r"], maxBlock["r"]})
+	assert.Equal(t, uint64(70), minBlock["c"], "live from backfill.to")
 }
 
 // TestRunOnceBesideLiveStream: a one-shot load in the same bridge as a
