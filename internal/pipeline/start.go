@@ -43,7 +43,7 @@ import (
 // errLoadDone ends a one-shot load's run: the stream stops without error.
 var errLoadDone = errors.New("one-shot load done")
 
-// startBlock fixes the start block of a fresh stream whose start is not
+// startAt fixes the start block of a fresh stream whose start is not
 // earliest and commits the start checkpoint.
 func (r *Stream) startAt(ctx context.Context) error {
 	synced, err := r.probeStart(ctx)
