@@ -195,64 +195,61 @@ func scenarioOnce(t *testing.T, svc services) {
 	assert.Equal(t, counts, counts2, "no record added")
 }
 
-// TestRunOnceWholeRangeQuery: a one-shot load of a query with LIMIT (whose
-// rows depend on the rows of other blocks) runs as one batch query over
+// TestRunOnceWholeRangeQuery: a one-shot load of a query whose rows depend
+// on the rows of other blocks (LIMIT, DISTINCT) runs as one batch query over
 // the whole range, in one step, however many workers and steps are
-// configured, and publishes exactly that query's rows: the LIMIT's rows
-// within [2, 60).
+// configured, and publishes exactly that query's rows: for the LIMIT, its
+// rows within [2, 60).
 func TestRunOnceWholeRangeQuery(t *testing.T) {
-	h := newOnceHarness(t, fakeServices(t), 80, config.BackfillConfig{From: 2, To: 60, Workers: 2, StepBlocks: 5, HandoverMargin: 5})
-	h.cfg.Streams[0].SQL = "SELECT _block_num, tx_index, tx_hash FROM eth_rpc.transactions LIMIT 25"
-	require.NoError(t, h.cfg.Validate())
-	require.NoError(t, h.runToEnd())
-	assert.Equal(t, 1, h.count("backfill"), "one batch query over [2, 60)")
-	rep := h.verify()
-	requireClean(t, rep)
-	assert.Less(t, rep.Expected, 25, "the LIMIT's rows of blocks 0 and 1 are not in the range")
-	queries := 0
-	for _, q := range h.sim.Requests() {
-		if q.Method == "DoGet" && strings.Contains(q.SQL, "amp_partition") && !strings.Contains(q.SQL, "< 0") {
-			queries++
-		}
+	for name, sql := range map[string]string{
+		"limit":    "SELECT _block_num, tx_index, tx_hash FROM eth_rpc.transactions LIMIT 25",
+		"distinct": `SELECT DISTINCT _block_num, "from" FROM eth_rpc.transactions`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newOnceHarness(t, fakeServices(t), 80, config.BackfillConfig{From: 2, To: 60, Workers: 2, StepBlocks: 5, HandoverMargin: 5})
+			h.cfg.Streams[0].SQL = sql
+			require.NoError(t, h.cfg.Validate())
+			require.NoError(t, h.runToEnd())
+			assert.Equal(t, 1, h.count("backfill"), "one batch query over [2, 60)")
+			rep := h.verify()
+			requireClean(t, rep)
+			if name == "limit" {
+				assert.Less(t, rep.Expected, 25, "the LIMIT's rows of blocks 0 and 1 are not in the range")
+			}
+			queries := 0
+			for _, q := range h.sim.Requests() {
+				if q.Method == "DoGet" && strings.Contains(q.SQL, "amp_partition") && !strings.Contains(q.SQL, "< 0") {
+					queries++
+				}
+			}
+			assert.Equal(t, 1, queries, "data queries at Amp")
+		})
 	}
-	assert.Equal(t, 1, queries, "data queries at Amp")
 }
 
 // TestRunOnceRefusesSplitAggregates: a one-shot load of a query whose rows
-// are computed over many blocks and carry no block number (COUNT(*)) is
-// refused before anything is published, with the reason; the stream stops
-// on the permanent error.
+// are computed over many blocks and carry no block number (COUNT(*),
+// DISTINCT of another column) is refused before anything is published,
+// with the reason; the stream stops on the permanent error.
 func TestRunOnceRefusesSplitAggregates(t *testing.T) {
-	h := newOnceHarness(t, fakeServices(t), 40, config.BackfillConfig{From: 0, To: 30, Workers: 2, StepBlocks: 5, HandoverMargin: 5})
-	h.cfg.Streams[0].SQL = "SELECT COUNT(*) AS n FROM eth_rpc.transactions"
-	require.NoError(t, h.cfg.Validate())
-	err := h.runToEnd()
-	require.Error(t, err)
-	assert.ErrorIs(t, err, config.ErrInvalid)
-	assert.True(t, pipeline.Permanent(err))
-	assert.ErrorContains(t, err, "has [COUNT(…)] and its output has no block column \"_block_num\"")
-	assert.ErrorContains(t, err, "one wrong answer per partition")
-	assert.Zero(t, h.count("backfill"))
-	assert.Empty(t, h.loadDone())
-}
-
-// TestRunBackfillFromTo: a live stream's backfill of [20, 70), both ends
-// configured: op r rows of exactly those blocks, the hand-over at 70 (not
-// at the head minus the margin), the live stream from there, and nothing
-// below block 20.
-func TestRunBackfillFromTo(t *testing.T) {
-	h := newBackfillHarness(t, fakeServices(t), 110, config.BackfillConfig{From: 20, To: 70, Workers: 2, StepBlocks: 25, HandoverMargin: 30})
-	stop := h.run()
-	h.waitHead()
-	h.sim.Mine(2)
-	h.waitHead()
-	require.NoError(t, stop())
-	requireClean(t, h.verify())
-	assert.Equal(t, 1, h.count("handover"))
-	counts, maxBlock, minBlock := h.topicOps()
-	assert.Positive(t, counts["c"])
-	assert.Equal(t, [2]uint64{20, 69}, [2]uint64{minBlock["r"], maxBlock["r"]})
-	assert.Equal(t, uint64(70), minBlock["c"], "live from backfill.to")
+	for sql, feature := range map[string]string{
+		"SELECT COUNT(*) AS n FROM eth_rpc.transactions":  "COUNT(…)",
+		`SELECT DISTINCT "to" FROM eth_rpc.transactions`: "DISTINCT",
+	} {
+		t.Run(feature, func(t *testing.T) {
+			h := newOnceHarness(t, fakeServices(t), 40, config.BackfillConfig{From: 0, To: 30, Workers: 2, StepBlocks: 5, HandoverMargin: 5})
+			h.cfg.Streams[0].SQL = sql
+			require.NoError(t, h.cfg.Validate())
+			err := h.runToEnd()
+			require.Error(t, err)
+			assert.ErrorIs(t, err, config.ErrInvalid)
+			assert.True(t, pipeline.Permanent(err))
+			assert.ErrorContains(t, err, "has ["+feature+"] and its output has no block column \"_block_num\"")
+			assert.ErrorContains(t, err, "one wrong answer per partition")
+			assert.Zero(t, h.count("backfill"))
+			assert.Empty(t, h.loadDone())
+		})
+	}
 }
 
 // TestRunOnceBesideLiveStream: a one-shot load in the same bridge as a

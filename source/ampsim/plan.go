@@ -55,6 +55,8 @@ type relation struct {
 	unsupported []string // features the simulator cannot execute in batch mode
 	count       bool
 	limit       *uint64
+	// distinct drops rows equal to one already sent (SELECT DISTINCT).
+	distinct bool
 	qualifiers  []string
 }
 
@@ -108,8 +110,8 @@ func (s *Server) resolveQuery(q *query) (*relation, error) {
 			}
 			out.fields[k].Nullable = out.fields[k].Nullable || r.fields[k].Nullable
 		}
-		if r.count || out.count || r.limit != nil || out.limit != nil {
-			out.unsupported = append(out.unsupported, "COUNT or LIMIT in a UNION ALL branch")
+		if r.count || out.count || r.limit != nil || out.limit != nil || r.distinct || out.distinct {
+			out.unsupported = append(out.unsupported, "COUNT, LIMIT or DISTINCT in a UNION ALL branch")
 		}
 		out.branches = append(out.branches, r.branches...)
 		out.nonInc = append(out.nonInc, r.nonInc...)
@@ -176,9 +178,9 @@ func (s *Server) resolveSelect(sel *selectStmt) (*relation, error) {
 		// A subquery with LIMIT (the backfill's partition wrapper around a
 		// query with LIMIT) is evaluated whole: the LIMIT keeps its rows
 		// from every synced block, then the outer WHERE filters them.
-		if r.limit != nil && (sel.limit != nil || len(sel.items) != 1 || !sel.items[0].star || sel.distinct || sel.groupBy ||
+		if (r.limit != nil || r.distinct) && (sel.limit != nil || len(sel.items) != 1 || !sel.items[0].star || sel.distinct || sel.groupBy ||
 			sel.having || sel.orderBy || sel.offset) {
-			return nil, sqlErrorf("unsupported SQL: around a subquery with LIMIT the simulator supports only SELECT * … WHERE …")
+			return nil, sqlErrorf("unsupported SQL: around a subquery with LIMIT or DISTINCT the simulator supports only SELECT * … WHERE …")
 		}
 		in = r
 		in.qualifiers = nil
@@ -186,7 +188,9 @@ func (s *Server) resolveSelect(sel *selectStmt) (*relation, error) {
 	if sel.from.alias != "" {
 		in.qualifiers = append(in.qualifiers, sel.from.alias)
 	}
-	out := &relation{nonInc: in.nonInc, unsupported: in.unsupported, limit: in.limit}
+	// A WHERE around a DISTINCT subquery filters its output columns, so it
+	// may filter before the DISTINCT: the rows left are the same.
+	out := &relation{nonInc: in.nonInc, unsupported: in.unsupported, limit: in.limit, distinct: in.distinct}
 	for _, b := range in.branches {
 		out.branches = append(out.branches, &branch{chain: b.chain, table: b.table, unsynced: b.unsynced,
 			filters: slices.Clone(b.filters), post: slices.Clone(b.post)})
@@ -252,7 +256,10 @@ func (s *Server) resolveSelect(sel *selectStmt) (*relation, error) {
 			out.unsupported = append(out.unsupported, name)
 		}
 	}
-	flag(sel.distinct, "DISTINCT")
+	if sel.distinct {
+		out.nonInc = append(out.nonInc, "DISTINCT")
+		out.distinct = true
+	}
 	flag(sel.groupBy, "GROUP BY")
 	flag(sel.having, "HAVING")
 	flag(sel.orderBy, "ORDER BY")

@@ -143,7 +143,8 @@ func TestSQLErrors(t *testing.T) {
 		{`SELECT * FROM other.blocks`, `dataset "other" not found`},
 		{`SELECT * FROM eth_rpc.blocks LIMIT x`, "LIMIT"},
 		{`SELECT * FROM eth_rpc.blocks ORDER BY block_num`, "ORDER BY is not supported by the simulator in batch queries"},
-		{`SELECT DISTINCT miner FROM eth_rpc.blocks`, "DISTINCT is not supported by the simulator in batch queries"},
+		{`SELECT miner FROM eth_rpc.blocks GROUP BY miner`, "GROUP BY is not supported by the simulator in batch queries"},
+		{`SELECT DISTINCT block_num FROM eth_rpc.blocks UNION ALL SELECT block_num FROM eth_rpc.blocks`, "DISTINCT in a UNION ALL branch"},
 		{`SELECT * FROM (SELECT block_num FROM eth_rpc.blocks SETTINGS stream = true) AS p`, "expected ')'"},
 	}
 	for _, tt := range tests {
@@ -264,4 +265,22 @@ func TestSQLLimitInsidePartitionWrapper(t *testing.T) {
 	requireCode(t, err, codes.InvalidArgument, "only SELECT * … WHERE …")
 	_, err = c.info(testCtx(t), "SELECT * FROM (SELECT COUNT(*) AS n FROM eth_rpc.transactions) AS p")
 	requireCode(t, err, codes.InvalidArgument, "COUNT inside a subquery")
+}
+
+// TestSQLDistinct: SELECT DISTINCT drops repeated rows, also inside the
+// backfill's partition wrapper (whose WHERE on an output column may filter
+// before the DISTINCT: the rows left are the same).
+func TestSQLDistinct(t *testing.T) {
+	s := startServer(t, smallConfig(6))
+	c := dial(t, s)
+	all, _, _ := batchQuery(t, c, `SELECT _block_num FROM eth_rpc.transactions`)
+	blocks, _, _ := batchQuery(t, c, `SELECT DISTINCT _block_num FROM eth_rpc.transactions`)
+	require.Greater(t, all, blocks, "blocks with several transactions")
+	assert.Equal(t, 6, blocks, "one row per block")
+	n, _, _ := batchQuery(t, c, `SELECT * FROM (SELECT DISTINCT _block_num FROM eth_rpc.transactions) AS p WHERE p._block_num >= 2 AND p._block_num < 4`)
+	assert.Equal(t, 2, n)
+	n, _, _ = batchQuery(t, c, `SELECT DISTINCT _block_num, tx_index FROM eth_rpc.transactions`)
+	assert.Equal(t, all, n, "(block, index) pairs are unique")
+	n, _, _ = batchQuery(t, c, `SELECT DISTINCT _block_num FROM eth_rpc.transactions LIMIT 4`)
+	assert.Equal(t, 4, n, "the LIMIT counts distinct rows")
 }

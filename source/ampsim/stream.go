@@ -2,7 +2,9 @@ package ampsim
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -59,7 +61,11 @@ func (s *Server) emitBlocks(w *streamWriter, p *plan, e emitSpec) (int, error) {
 	}
 	var flushErr error
 	taken := uint64(0) // rows the LIMIT has kept, before the post filters
-	if limit == nil {
+	var seen map[string]bool // SELECT DISTINCT: the rows sent
+	if p.rel.distinct {
+		seen = map[string]bool{}
+	}
+	if limit == nil && seen == nil {
 		for _, br := range p.rel.branches {
 			if len(br.filters) > 0 && !bds[br].blockOnly {
 				continue
@@ -104,6 +110,13 @@ func (s *Server) emitBlocks(w *streamWriter, p *plan, e emitSpec) (int, error) {
 				}
 				if limit != nil && taken >= *limit {
 					return sent, flush()
+				}
+				if seen != nil {
+					k := distinctKey(r, br.cols)
+					if seen[k] {
+						continue
+					}
+					seen[k] = true
 				}
 				taken++
 				if !br.keepPost(r) {
@@ -508,4 +521,13 @@ func (st *streamState) delay(ctx context.Context, d time.Duration) error {
 			}
 		}
 	}
+}
+
+// distinctKey identifies a row's projected values (cols), for DISTINCT.
+func distinctKey(r row, cols []int) string {
+	var b strings.Builder
+	for _, c := range cols {
+		fmt.Fprintf(&b, "%T:%v\x00", r[c], r[c])
+	}
+	return b.String()
 }
