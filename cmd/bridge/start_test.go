@@ -233,7 +233,7 @@ func TestRunOnceWholeRangeQuery(t *testing.T) {
 // with the reason; the stream stops on the permanent error.
 func TestRunOnceRefusesSplitAggregates(t *testing.T) {
 	for sql, feature := range map[string]string{
-		"SELECT COUNT(*) AS n FROM eth_rpc.transactions":  "COUNT(…)",
+		"SELECT COUNT(*) AS n FROM eth_rpc.transactions": "COUNT(…)",
 		`SELECT DISTINCT "to" FROM eth_rpc.transactions`: "DISTINCT",
 	} {
 		t.Run(feature, func(t *testing.T) {

@@ -56,8 +56,8 @@ type relation struct {
 	count       bool
 	limit       *uint64
 	// distinct drops rows equal to one already sent (SELECT DISTINCT).
-	distinct bool
-	qualifiers  []string
+	distinct   bool
+	qualifiers []string
 }
 
 // plan is a planned query.

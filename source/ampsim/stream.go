@@ -60,7 +60,7 @@ func (s *Server) emitBlocks(w *streamWriter, p *plan, e emitSpec) (int, error) {
 		bds[br] = br.blockBounds()
 	}
 	var flushErr error
-	taken := uint64(0) // rows the LIMIT has kept, before the post filters
+	taken := uint64(0)       // rows the LIMIT has kept, before the post filters
 	var seen map[string]bool // SELECT DISTINCT: the rows sent
 	if p.rel.distinct {
 		seen = map[string]bool{}
