@@ -309,6 +309,16 @@ type StreamConfig struct {
 	// Labels are CSV files of reference data joined onto every row by a
 	// key column (labels.go).
 	Labels []LabelConfig `yaml:"labels"`
+
+	// Start positions and one-shot loads (start.go).
+
+	// Start is where a new stream's live part begins: earliest (default),
+	// latest (the first block after Amp's synced head at the first start)
+	// or a block number. Ignored once the stream has a checkpoint.
+	Start StartPosition `yaml:"start"`
+	// Mode is live (default) or once: publish [backfill.from,
+	// backfill.to) with the backfill's machinery, then stop.
+	Mode StreamMode `yaml:"mode"`
 }
 
 // BackfillConfig publishes a stream's history [From, To) in parallel
@@ -501,6 +511,7 @@ func (c *Config) defaultsStreams() {
 		setDefault(&s.Backfill.StepBlocks, 1000)
 		setDefault(&s.Backfill.Column, "_block_num")
 		defaultsLabels(s)
+		defaultsStart(s)
 	}
 }
 
@@ -633,6 +644,7 @@ func (c *Config) Validate() error {
 		if s.Transaction.MaxRows < 1 || s.Transaction.MaxAge <= 0 {
 			bad(key+".transaction", "max_rows %d and max_age %s must both be positive", s.Transaction.MaxRows, s.Transaction.MaxAge)
 		}
+		validateStart(key, s, bad)
 		if b := s.Backfill; b.Enabled {
 			if b.To != 0 && b.To <= b.From {
 				bad(key+".backfill.to", "%d is not after backfill.from %d; leave it 0 to backfill up to the head", b.To, b.From)

@@ -6,14 +6,15 @@
 // opens the Amp stream and after every commit whose checkpoint was stored,
 // NotReady with a reason when it loses a service (an Amp reconnect, a
 // checkpoint store write that failed, a restart after a transient error),
-// and Failed when it stopped on a permanent error. Around every blocking
-// call to a service the run loop holds a Track: a call in flight for longer
-// than Config.ReadyAfter makes the stream not ready while it lasts (a
-// broker that stopped answering shows within that bound, whatever the
-// call's own deadline), and one in flight for longer than Config.LiveAfter
-// makes the process not alive (a run loop stuck past every deadline is a
-// bug only a restart clears). Waiting for Amp to send data is not tracked:
-// a quiet chain is healthy.
+// Failed when it stopped on a permanent error, and Done when a one-shot
+// load ended after publishing its blocks (ready, and up: nothing is wrong).
+// Around every blocking call to a service the run loop holds a Track: a
+// call in flight for longer than Config.ReadyAfter makes the stream not
+// ready while it lasts (a broker that stopped answering shows within that
+// bound, whatever the call's own deadline), and one in flight for longer
+// than Config.LiveAfter makes the process not alive (a run loop stuck past
+// every deadline is a bug only a restart clears). Waiting for Amp to send
+// data is not tracked: a quiet chain is healthy.
 //
 // Serve serves the endpoints, with /metrics beside them.
 //
@@ -52,6 +53,10 @@ const (
 	StateFailed State = "failed"
 	// StateStopped: it ended (shutdown).
 	StateStopped State = "stopped"
+	// StateDone: a one-shot load (mode once) published its blocks and
+	// ended. It counts as ready and up: the process may go on running
+	// other streams, and nothing is wrong.
+	StateDone State = "done"
 )
 
 // Config bounds the checks.
@@ -180,7 +185,7 @@ func (s *Stream) set(st State, reason string) {
 	}
 	t.up.WithLabelValues(s.id).Set(up)
 	ready := 0.0
-	if st == StateReady {
+	if st == StateReady || st == StateDone {
 		ready = 1
 	}
 	t.rdy.WithLabelValues(s.id).Set(ready)
@@ -198,6 +203,10 @@ func (s *Stream) Failed(err error) { s.set(StateFailed, err.Error()) }
 
 // Stopped reports that the stream ended without a permanent error.
 func (s *Stream) Stopped() { s.set(StateStopped, "") }
+
+// Done reports that a one-shot load ended after publishing its blocks;
+// detail says which.
+func (s *Stream) Done(detail string) { s.set(StateDone, detail) }
 
 // Track records a blocking call to a service (what names it: "kafka:
 // committing") until done is called.
@@ -290,8 +299,8 @@ func (t *Tracker) Report() Report {
 				sr.Wedged, rep.Live = true, false
 			}
 		}
-		sr.Ready = x.state == StateReady && !stuck && len(failing) == 0
-		if sr.Ready {
+		sr.Ready = x.state == StateReady && !stuck && len(failing) == 0 || x.state == StateDone
+		if sr.Ready && x.state != StateDone {
 			sr.Reason = ""
 		} else if x.state == StateReady && sr.Reason == "" {
 			switch {
