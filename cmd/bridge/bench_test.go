@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
 )
@@ -23,7 +24,10 @@ import (
 // these rows, most of which are random hashes). Run it with make bench or
 // go test -run '^$' -bench Pipeline -benchtime 3x ./cmd/bridge/.
 func BenchmarkPipeline(b *testing.B) {
-	const blocks = 300
+	blocks := 300
+	if testenv.BenchSmoke() {
+		blocks = 10
+	}
 	simCfg := ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: blocks, TxPerBlock: 171, LogsPerTx: -1}, MaxMicrobatchBlocks: 50}
 
 	b.Run("source-only", func(b *testing.B) {
