@@ -19,7 +19,6 @@
 //     http.pprof endpoint) taken during the middle window.
 //   - BenchmarkSourceOnly reads the simulator through the bridge's Flight
 //     client (package source) alone, generating rows or replaying them.
-//
 //   - With -perf.peers, TestThroughput also runs the bridge's peers on
 //     each Apache Kafka configuration, after the bridge and on the same
 //     broker, each into a fresh topic with the same partitions: kcat
