@@ -21,7 +21,7 @@ import (
 // bridge/source-only is the cost of encoding, producing, transactions and
 // checkpoints. The producer does not compress (performance.md's run
 // conditions; the default zstd costs about a third of the bridge's CPU on
-// these rows, most of which are random hashes). Run it with make bench or
+// these rows, most of which are random hashes). Run it with make bench-go or
 // go test -run '^$' -bench Pipeline -benchtime 3x ./cmd/bridge/.
 func BenchmarkPipeline(b *testing.B) {
 	blocks := 300
