@@ -22,7 +22,8 @@
 //     own query, topic and transactional producer, against the simulator,
 //     kfake in its own process and a private redis-server: RSS, goroutines
 //     and CPU over an idle window (-perf.idle) once every stream has
-//     committed the head, then how evenly the streams publish blocks mined
+//     committed the head (kfake keeps the records here: the streams read
+//     the shared control topic back), then how evenly the streams publish blocks mined
 //     for all of them at once (-perf.busy-blocks; min/max and Jain's index
 //     of the per-stream rates). It writes streams_cost.json, with the cost
 //     of one more idle stream, into -perf.out and saves a heap profile of

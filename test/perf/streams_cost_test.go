@@ -103,7 +103,7 @@ func TestStreamsCost(t *testing.T) {
 		e.bridge = bridgetest.Build(t, false)
 	}
 	e.devstack = buildDevstack(t)
-	res := streamsCostResult{Date: time.Now().UTC().Format(time.RFC3339), Broker: "kfake (separate process, -blackhole)"}
+	res := streamsCostResult{Date: time.Now().UTC().Format(time.RFC3339), Broker: "kfake (separate process, records kept)"}
 	for _, n := range counts {
 		t.Run(fmt.Sprintf("streams_%d", n), func(t *testing.T) {
 			c := runStreamsCost(t, e, n)
@@ -142,7 +142,7 @@ func runStreamsCost(t *testing.T, e *env, n int) streamsCost {
 	rs := testenv.StartRedisServer(t)
 	reg := httptest.NewServer(srfake.NewRegistry().Handler())
 	t.Cleanup(reg.Close)
-	br := startBroker(t, e, perfConfig{broker: "kfake"}, dir)
+	br := startKfakeStoring(t, e, dir)
 
 	name := fmt.Sprintf("cost%d-%d", n, time.Now().UnixNano()%1_000_000)
 	var streams strings.Builder
@@ -365,4 +365,30 @@ func saveURL(ctx context.Context, url, path string) error {
 		return fmt.Errorf("saving %s: %w", url, err)
 	}
 	return nil
+}
+
+// startKfakeStoring starts kfake in its own process, keeping records: the
+// streams share the control topic, and a stream that starts after others
+// committed reads it back (with -blackhole its offsets advance but the
+// records are gone, and the read waits until kafka.read_timeout).
+func startKfakeStoring(t *testing.T, e *env, dir string) broker {
+	t.Helper()
+	addrFile := filepath.Join(dir, "kfake.addr")
+	if err := os.Remove(addrFile); err != nil && !os.IsNotExist(err) {
+		require.NoError(t, err)
+	}
+	cmd := exec.CommandContext(context.Background(), e.devstack, "kfake", "-addr-file", addrFile)
+	p, err := testenv.StartProcess(cmd, filepath.Join(dir, "kfake.log"))
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Term(10 * time.Second) })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, err := os.ReadFile(addrFile)
+		if err == nil && strings.HasSuffix(string(b), "\n") {
+			return broker{addr: strings.TrimSpace(string(b)), pid: cmd.Process.Pid}
+		}
+		require.False(t, p.Exited(), "kfake exited: %s", testenv.Tail(filepath.Join(dir, "kfake.log"), 20))
+		require.True(t, time.Now().Before(deadline), "kfake did not write its address")
+		time.Sleep(50 * time.Millisecond)
+	}
 }
