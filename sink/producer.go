@@ -233,6 +233,11 @@ func NewProducer(ctx context.Context, cfg Config, id string, deps Deps) (*Produc
 		// Losing acknowledged data must stop the stream, not be skipped.
 		kgo.StopProducerOnDataLossDetected(),
 	)
+	if cfg.compressor != nil {
+		// After ProducerBatchCompression: the shared compressor replaces
+		// the client's own (ShareCompression).
+		opts = append(opts, kgo.WithCompressor(cfg.compressor))
+	}
 	if p.eos {
 		opts = append(opts,
 			kgo.TransactionalID(p.txnID),

@@ -17,6 +17,17 @@
 //     CPU of the bridge, the broker and the simulator per row. With
 //     -perf.profile it saves a CPU profile of the bridge (its
 //     http.pprof endpoint) taken during the middle window.
+//   - TestStreamsCost (-perf.streams-cost) runs the bridge binary with
+//     1, 10 and 100 streams (-perf.stream-counts) in one process, each its
+//     own query, topic and transactional producer, against the simulator,
+//     kfake in its own process and a private redis-server: RSS, goroutines
+//     and CPU over an idle window (-perf.idle) once every stream has
+//     committed the head (kfake keeps the records here: the streams read
+//     the shared control topic back), then how evenly the streams publish blocks mined
+//     for all of them at once (-perf.busy-blocks; min/max and Jain's index
+//     of the per-stream rates). It writes streams_cost.json, with the cost
+//     of one more idle stream, into -perf.out and saves a heap profile of
+//     each process there.
 //   - BenchmarkSourceOnly reads the simulator through the bridge's Flight
 //     client (package source) alone, generating rows or replaying them.
 //   - With -perf.peers, TestThroughput also runs the bridge's peers on
