@@ -344,7 +344,6 @@ type backfillWorker struct {
 	plan *backfillPlan
 	prod *sink.Producer
 	enc  *encode.Encoder
-	out  encode.Batch
 	part source.BlockSpan // the partition being published
 	// runFrom is the first block this run publishes of the partition, rows
 	// the rows it has published of it.
@@ -388,29 +387,26 @@ func (w *backfillWorker) step(ctx context.Context, s source.BlockSpan, last bool
 	if err := w.prod.Begin(); err != nil {
 		return w.txnError("beginning a transaction", err)
 	}
-	w.out.Reset()
 	rows := 0
 	synced, _, err := r.runQuery(ctx, sql, func(rec arrow.RecordBatch) error {
-		before := w.out.Len()
+		now := r.deps.Now()
 		meta := encode.BatchMeta{Op: encode.OpRead, Snapshot: true, Ranges: ranges, BatchID: batchID,
-			TsMs: r.deps.Now().UnixMilli(), RowOffset: int64(rows)}
-		if err := w.enc.Encode(rec, meta, &w.out); err != nil {
+			TsMs: now.UnixMilli(), RowOffset: int64(rows)}
+		sl := r.slabs.get()
+		defer sl.done()
+		if err := w.enc.Encode(rec, meta, &sl.out); err != nil {
 			return fmt.Errorf("stream %s: encoding backfill batch %s (blocks %s): %w", r.cfg.ID, batchID, s, err)
 		}
-		for i := before; i < w.out.Len(); i++ {
-			key := []byte(batchID)
-			if r.cfg.Key == config.KeyRow {
-				key = w.out.Key(i)
-			}
-			if err := r.limit.check(batchID, int64(rows+i-before), key, w.out.Value(i), headers); err != nil {
+		out := produceBatch{topic: r.topic, batchID: batchID, op: "r", rowKey: r.cfg.Key == config.KeyRow,
+			headers: headers, rowOffset: int64(rows), ts: now}
+		n, err := out.produce(ctx, w.prod, r.limit, sl)
+		if err != nil {
+			if errors.Is(err, sink.ErrRecordTooLarge) {
 				return err
 			}
-			if err := w.prod.Produce(ctx, sink.Record{Topic: r.topic, Key: key, Value: w.out.Value(i), Headers: headers,
-				Group: batchID, Op: "r"}); err != nil {
-				return w.txnError("producing backfill records", err)
-			}
+			return w.txnError("producing backfill records", err)
 		}
-		rows += w.out.Len() - before
+		rows += n
 		return nil
 	})
 	if err == nil {
@@ -431,7 +427,6 @@ func (w *backfillWorker) step(ctx context.Context, s source.BlockSpan, last bool
 		return fmt.Errorf("backfill partition %s: %w", w.part, err)
 	}
 	r.deps.Health.Ready() // a step committed: Amp and Kafka answer
-	w.out.Reset()
 	r.deps.Metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(float64(r.backfillLeft.Add(^(s.Len() - 1))))
 	r.backfillRows.Add(uint64(rows))
 	w.rows += uint64(rows)

@@ -199,7 +199,9 @@ type Stream struct {
 	enc         *encode.Encoder
 	retractor   *encode.Retractor
 	topic       string
-	out         encode.Batch
+	// slabs recycle the encoded records of Arrow batches as the producers
+	// acknowledge them (the stream's and the backfill workers').
+	slabs slabPool
 	// limit bounds a record's size: the smaller of kafka.batch_max_bytes
 	// and the data topic's max.message.bytes (recordLimit).
 	limit recordLimit
@@ -357,7 +359,6 @@ func (r *Stream) close(ctx context.Context) {
 	}
 	r.closeBackfillWorkers(ctx)
 	r.txn.reset()
-	r.out.Reset()
 }
 
 // connect prepares the control topic, the producer (which fences a
@@ -723,7 +724,7 @@ func (r *Stream) handle(ctx context.Context, env source.Envelope) error {
 	for _, ev := range events {
 		switch ev.Kind {
 		case reorg.KindData:
-			if err := r.data(ctx, ev, env); err != nil {
+			if err := r.data(ctx, ev, &env); err != nil {
 				return err
 			}
 		case reorg.KindWatermark:
@@ -780,38 +781,73 @@ func (r *Stream) txnError(what string, err error) error {
 	return fmt.Errorf("stream %s: %s: %w", r.cfg.ID, what, err)
 }
 
-func (r *Stream) data(ctx context.Context, ev reorg.Event, env source.Envelope) error {
+// data encodes the rows of a data event into a slab, releases the Arrow
+// batch, and produces the records; the slab is reused once the producer
+// has acknowledged them all, so memory follows what the producer holds,
+// not the open transaction.
+func (r *Stream) data(ctx context.Context, ev reorg.Event, env *source.Envelope) error {
 	if env.Batch == nil || env.Batch.NumRows() == 0 {
 		return nil
 	}
 	if err := r.begin(); err != nil {
 		return err
 	}
-	before := r.out.Len()
+	now := r.deps.Now()
 	meta := encode.BatchMeta{Op: encode.OpCreate, Ranges: ev.Ranges, BatchID: ev.BatchID,
-		TsMs: r.deps.Now().UnixMilli(), RowOffset: r.txn.rowOffset[ev.BatchID]}
-	if err := r.enc.Encode(env.Batch, meta, &r.out); err != nil {
+		TsMs: now.UnixMilli(), RowOffset: r.txn.rowOffset[ev.BatchID]}
+	s := r.slabs.get()
+	defer s.done()
+	if err := r.enc.Encode(env.Batch, meta, &s.out); err != nil {
 		return fmt.Errorf("stream %s: encoding batch %s: %w", r.cfg.ID, ev.BatchID, err)
 	}
-	n := r.out.Len() - before
-	headers := recordHeaders(r.cfg.ID, ev.BatchID, "c", ev.Ranges)
-	key := []byte(ev.BatchID)
-	for i := before; i < r.out.Len(); i++ {
-		k := key
-		if r.cfg.Key == config.KeyRow {
-			k = r.out.Key(i)
-		}
-		if err := r.limit.check(ev.BatchID, r.txn.rowOffset[ev.BatchID]+int64(i-before), k, r.out.Value(i), headers); err != nil {
+	env.Release() // the records are encoded: the Arrow memory goes back now
+	out := produceBatch{topic: r.topic, batchID: ev.BatchID, op: "c", rowKey: r.cfg.Key == config.KeyRow,
+		headers: recordHeaders(r.cfg.ID, ev.BatchID, "c", ev.Ranges), rowOffset: r.txn.rowOffset[ev.BatchID], ts: now}
+	n, err := out.produce(ctx, r.prod, r.limit, s)
+	if err != nil {
+		if errors.Is(err, sink.ErrRecordTooLarge) {
 			return fmt.Errorf("stream %s: %w", r.cfg.ID, err)
 		}
-		if err := r.prod.Produce(ctx, sink.Record{Topic: r.topic, Key: k, Value: r.out.Value(i), Headers: headers, Group: ev.BatchID, Op: "c"}); err != nil {
-			return r.txnError("producing records", err)
-		}
+		return r.txnError("producing records", err)
 	}
 	r.txn.rowOffset[ev.BatchID] += int64(n)
 	r.txn.rows += n
 	r.txn.dirty = true
 	return nil
+}
+
+// produceBatch is how the records of one encoded Arrow batch are produced.
+type produceBatch struct {
+	topic, batchID, op string
+	// rowKey: the records' keys are the encoded row keys, not the batch id.
+	rowKey    bool
+	headers   []sink.Header
+	rowOffset int64     // the microbatch's row index of the first record
+	ts        time.Time // every record's timestamp
+}
+
+// produce checks and produces every record of slab s (the caller holds it)
+// with s as their owner, in group batchID, and returns how many there
+// were. A record too large for the topic is an error wrapping
+// sink.ErrRecordTooLarge; other errors are the producer's.
+func (b produceBatch) produce(ctx context.Context, prod *sink.Producer, limit recordLimit, s *slab) (int, error) {
+	key := []byte(b.batchID)
+	n := s.out.Len()
+	for i := range n {
+		k := key
+		if b.rowKey {
+			k = s.out.Key(i)
+		}
+		if err := limit.check(b.batchID, b.rowOffset+int64(i), k, s.out.Value(i), b.headers); err != nil {
+			return i, err
+		}
+		s.hand()
+		if err := prod.Produce(ctx, sink.Record{Topic: b.topic, Key: k, Value: s.out.Value(i), Headers: b.headers,
+			Group: b.batchID, Op: b.op, Timestamp: b.ts, Owner: s}); err != nil {
+			return i, err
+		}
+	}
+	return n, nil
 }
 
 func recordHeaders(stream, batchID, op string, ranges []reorg.BlockRange) []sink.Header {
@@ -1008,7 +1044,6 @@ func (r *Stream) commit(ctx context.Context) error {
 		}
 	}
 	r.txn.reset()
-	r.out.Reset()
 	r.resume = snap.Cursor()
 	r.committedCursor.Store(snap.Cursor())
 	rows := 0
@@ -1189,7 +1224,6 @@ func (r *Stream) abort(ctx context.Context, why string) error {
 	open := r.prod.Stats().Open
 	rows := r.txn.rows
 	r.txn.reset()
-	r.out.Reset()
 	if !open {
 		return nil
 	}
