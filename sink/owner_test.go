@@ -67,4 +67,3 @@ func TestRecordOwnerReleased(t *testing.T) {
 	require.NoError(t, p.Abort(ctx))
 	assert.Equal(t, int64(10), aborted.n.Load(), "records dropped or failed by the abort are released")
 }
-
