@@ -202,6 +202,7 @@ checkpoint:
     key_prefix: %s
 http:
   addr: %s
+  pprof: true
 log:
   level: warn
 streams:
@@ -224,10 +225,17 @@ streams:
 	// Done when every stream has committed the head block.
 	metrics := "http://" + httpAddr + "/metrics"
 	deadline := time.Now().Add(*flagMemTimeout)
-	var peak float64
+	var peak, profiled float64
 	for {
 		require.False(t, proc.Exited(), "bridge exited (%v); log tail:\n%s", proc.Err(), testenv.Tail(logPath, 40))
 		peak = max(peak, rssMiB(pid))
+		if peak > 128 && peak > profiled*1.25 {
+			// The heap near the peak (the one at the end may have shrunk).
+			profiled = peak
+			if err := saveURL(t.Context(), "http://"+httpAddr+"/debug/pprof/heap", filepath.Join(dir, "heap-peak.pprof")); err != nil {
+				t.Logf("heap profile: %v", err)
+			}
+		}
 		if n, err := streamsAt(t.Context(), metrics, head); err == nil && n == c.streams {
 			break
 		}
@@ -243,6 +251,10 @@ streams:
 	require.GreaterOrEqual(t, ms["amp_bridge_records_written_total"], want,
 		"the bridge's producers wrote fewer records than the chain's rows")
 	load := loadAvg()
+	// Where the memory went: the heap at the end (go tool pprof -sample_index=inuse_space).
+	if err := saveURL(t.Context(), "http://"+httpAddr+"/debug/pprof/heap", filepath.Join(dir, "heap.pprof")); err != nil {
+		t.Logf("heap profile: %v", err)
+	}
 	require.Zero(t, proc.Term(30*time.Second), "bridge exit code; log tail:\n%s", testenv.Tail(logPath, 20))
 	return memResult{Name: c.name, PeakRSSMiB: peak, GoalMiB: memGoalMiB, Blocks: c.blocks, TxPerBlock: c.txPerBlock,
 		MicrobatchBlocks: c.microbatch, Streams: c.streams, BackfillWorkers: c.workers, Rows: int64(want), Seconds: secs,
@@ -289,4 +301,25 @@ func scrapeLines(ctx context.Context, url, prefix string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// saveURL saves the body of a GET of url to path.
+func saveURL(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("building request: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("requesting %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("requesting %s: %s", url, resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", url, err)
+	}
+	return os.WriteFile(path, b, 0o644)
 }
