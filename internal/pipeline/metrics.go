@@ -64,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		backfillLeft: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "backfill_blocks_remaining",
 			Help: "Blocks the stream's backfill has still to publish before the hand-over to live (0 once live)."}, stream),
 		txnBoundary: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "txn_boundary_seconds",
-			Help: "The stall between two transactions of the live stream: from the last record of one to the first record of the next produced (or to the first's Kafka commit, when the next record came from Amp later).",
+			Help:    "The stall between two transactions of the live stream: from the last record of one to the first record of the next produced (or to the first's Kafka commit, when the next record came from Amp later).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, stream),
 	}
 	if reg != nil {

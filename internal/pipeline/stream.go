@@ -277,8 +277,8 @@ type txnLog struct {
 	dirty bool
 	// lastProduced is when its last record was produced.
 	lastProduced time.Time
-	undo      []offsets.Undo
-	rowOffset map[string]int64
+	undo         []offsets.Undo
+	rowOffset    map[string]int64
 }
 
 // reset empties the log.
