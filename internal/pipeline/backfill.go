@@ -306,13 +306,28 @@ func (r *Stream) checkPartitionRecords(ctx context.Context, done []source.BlockS
 func (r *Stream) fenceBackfillWorkers(ctx context.Context) error {
 	deps := r.sinkDeps()
 	for k := range r.cfg.Backfill.Workers {
-		prod, err := sink.NewProducer(ctx, r.deps.Kafka, r.backfillWorkerID(k), deps)
+		prod, err := sink.NewProducer(ctx, r.backfillKafka(), r.backfillWorkerID(k), deps)
 		if err != nil {
 			return fmt.Errorf("stream %s: starting the producer of backfill worker %d: %w", r.cfg.ID, k, err)
 		}
 		r.bfProds = append(r.bfProds, prod)
 	}
 	return nil
+}
+
+// minWorkerBufferedBytes is the least producer buffer of a backfill worker.
+const minWorkerBufferedBytes = 8 << 20
+
+// backfillKafka is the producer configuration of the backfill's workers:
+// they share kafka.max_buffered_bytes (each has its part, at least
+// minWorkerBufferedBytes), so that memory follows the configuration, not
+// the number of workers.
+func (r *Stream) backfillKafka() sink.Config {
+	c := r.deps.Kafka
+	if n := r.cfg.Backfill.Workers; n > 1 {
+		c.MaxBufferedBytes = max(c.MaxBufferedBytes/n, min(c.MaxBufferedBytes, minWorkerBufferedBytes))
+	}
+	return c
 }
 
 // backfillWorkerID is the producer id of backfill worker k.
@@ -392,22 +407,21 @@ func (w *backfillWorker) step(ctx context.Context, s source.BlockSpan, last bool
 		now := r.deps.Now()
 		meta := encode.BatchMeta{Op: encode.OpRead, Snapshot: true, Ranges: ranges, BatchID: batchID,
 			TsMs: now.UnixMilli(), RowOffset: int64(rows)}
-		sl := r.slabs.get()
-		defer sl.done()
-		if err := w.enc.Encode(rec, meta, &sl.out); err != nil {
+		encoding, err := r.slabs.encodeSlabs(w.enc, rec, meta, func(sl *slab, rowOffset int64) error {
+			defer sl.done()
+			out := produceBatch{topic: r.topic, batchID: batchID, op: "r", rowKey: r.cfg.Key == config.KeyRow,
+				headers: headers, rowOffset: rowOffset, ts: now}
+			n, err := out.produce(ctx, w.prod, r.limit, sl)
+			rows += n
+			if err != nil && !errors.Is(err, sink.ErrRecordTooLarge) {
+				return w.txnError("producing backfill records", err)
+			}
+			return err
+		})
+		if encoding {
 			return fmt.Errorf("stream %s: encoding backfill batch %s (blocks %s): %w", r.cfg.ID, batchID, s, err)
 		}
-		out := produceBatch{topic: r.topic, batchID: batchID, op: "r", rowKey: r.cfg.Key == config.KeyRow,
-			headers: headers, rowOffset: int64(rows), ts: now}
-		n, err := out.produce(ctx, w.prod, r.limit, sl)
-		if err != nil {
-			if errors.Is(err, sink.ErrRecordTooLarge) {
-				return err
-			}
-			return w.txnError("producing backfill records", err)
-		}
-		rows += n
-		return nil
+		return err
 	})
 	if err == nil {
 		err = checkSynced(synced, w.plan.network, s)

@@ -4,14 +4,22 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 )
 
-// maxFreeSlabs bounds the slabs a pool keeps for reuse: enough for the
-// records in flight at franz-go's default buffer (64 MiB of ~2 MiB Arrow
-// batches' records) to be recycled without allocating, not so many that a
-// burst keeps its memory for ever.
-const maxFreeSlabs = 48
+// slabRows is the most rows of one slab: a slab is reused only when all
+// its records are acknowledged, so a slab of a whole Arrow batch (8,192
+// rows of SELECT * are ~8 MB) would keep several times the producer's
+// buffer alive.
+const slabRows = 1024
+
+// maxFreeBytes bounds the encoded bytes a pool keeps for reuse: the slabs
+// of the records in flight come back as they are acknowledged and are
+// taken again at once, so a few batches' worth is enough to recycle
+// without allocating, and a burst does not keep its memory for ever.
+const maxFreeBytes = 8 << 20
 
 // slabPool recycles the encoded records of Arrow batches: a slab holds the
 // records of one batch and returns to the pool when the producer has
@@ -20,8 +28,9 @@ const maxFreeSlabs = 48
 // open transaction. It is safe for concurrent use: slabs come back on
 // franz-go's goroutines.
 type slabPool struct {
-	mu   sync.Mutex
-	free []*slab
+	mu        sync.Mutex
+	free      []*slab
+	freeBytes int
 	// live counts the slabs taken and not yet back (tests, leak checks).
 	live atomic.Int64
 }
@@ -35,6 +44,8 @@ type slab struct {
 	// refs is the records not yet released plus one for the caller while
 	// it produces.
 	refs atomic.Int64
+	// size is what out held when the slab came back (its memory).
+	size int
 }
 
 // get returns an empty slab held by the caller, who calls hand for the
@@ -45,6 +56,7 @@ func (p *slabPool) get() *slab {
 	var s *slab
 	if n := len(p.free); n > 0 {
 		s, p.free = p.free[n-1], p.free[:n-1]
+		p.freeBytes -= s.size
 	}
 	p.mu.Unlock()
 	if s == nil {
@@ -73,11 +85,44 @@ func (s *slab) unref() {
 		panic("pipeline: a slab was released more often than its records were handed out")
 	}
 	p := s.pool
+	s.size = s.out.Size()
 	s.out.Reset()
 	p.live.Add(-1)
 	p.mu.Lock()
-	if len(p.free) < maxFreeSlabs {
+	if p.freeBytes+s.size <= maxFreeBytes {
 		p.free = append(p.free, s)
+		p.freeBytes += s.size
 	}
 	p.mu.Unlock()
+}
+
+// encodeSlabs encodes rec (meta.RowOffset is its first row's index in the
+// microbatch) in slices of at most slabRows rows, each into a slab of p,
+// and calls fn with each slab (held by the caller: fn must call its done,
+// also on an error) and the index in the microbatch of its first row.
+// rec stays the caller's. An error of the encoder is returned with
+// encoding set, fn's as it is.
+func (p *slabPool) encodeSlabs(enc *encode.Encoder, rec arrow.RecordBatch, meta encode.BatchMeta,
+	fn func(s *slab, rowOffset int64) error) (encoding bool, err error) {
+	n, base := rec.NumRows(), meta.RowOffset
+	for off := int64(0); off < n; off += slabRows {
+		part := rec
+		if end := min(n, off+slabRows); off > 0 || end < n {
+			part = rec.NewSlice(off, end)
+		}
+		s := p.get()
+		meta.RowOffset = base + off
+		err := enc.Encode(part, meta, &s.out)
+		if part != rec {
+			part.Release()
+		}
+		if err != nil {
+			s.done()
+			return true, err
+		}
+		if err := fn(s, meta.RowOffset); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
 }

@@ -855,23 +855,28 @@ func (r *Stream) data(ctx context.Context, ev reorg.Event, env *source.Envelope)
 	now := r.deps.Now()
 	meta := encode.BatchMeta{Op: encode.OpCreate, Ranges: ev.Ranges, BatchID: ev.BatchID,
 		TsMs: now.UnixMilli(), RowOffset: r.txn.rowOffset[ev.BatchID]}
-	s := r.slabs.get()
-	if err := r.enc.Encode(env.Batch, meta, &s.out); err != nil {
-		s.done()
-		return fmt.Errorf("stream %s: encoding batch %s: %w", r.cfg.ID, ev.BatchID, err)
-	}
-	env.Release() // the records are encoded: the Arrow memory goes back now
-	out := produceBatch{topic: r.topic, batchID: ev.BatchID, op: "c", rowKey: r.cfg.Key == config.KeyRow,
-		headers: recordHeaders(r.cfg.ID, ev.BatchID, "c", ev.Ranges), rowOffset: r.txn.rowOffset[ev.BatchID], ts: now}
-	n := s.out.Len()
 	if r.txn.began.IsZero() {
 		r.txn.began = now
 	}
-	r.txn.rowOffset[ev.BatchID] += int64(n)
-	r.txn.rows += n
-	r.txn.dirty = true
-	// Produced now, or once the commit in flight has ended in Kafka.
-	return r.hold(ctx, heldBatch{slab: s, out: out, readyAt: now})
+	headers := recordHeaders(r.cfg.ID, ev.BatchID, "c", ev.Ranges)
+	encoding, err := r.slabs.encodeSlabs(r.enc, env.Batch, meta, func(s *slab, rowOffset int64) error {
+		n := s.out.Len()
+		r.txn.rowOffset[ev.BatchID] += int64(n)
+		r.txn.rows += n
+		r.txn.dirty = true
+		out := produceBatch{topic: r.topic, batchID: ev.BatchID, op: "c", rowKey: r.cfg.Key == config.KeyRow,
+			headers: headers, rowOffset: rowOffset, ts: now}
+		// Produced now, or once the commit in flight has ended in Kafka.
+		return r.hold(ctx, heldBatch{slab: s, out: out, readyAt: now})
+	})
+	if encoding {
+		return fmt.Errorf("stream %s: encoding batch %s: %w", r.cfg.ID, ev.BatchID, err)
+	}
+	if err != nil {
+		return err
+	}
+	env.Release() // the records are encoded: the Arrow memory goes back now
+	return nil
 }
 
 // produceError names the stream in an error of produceBatch.produce.

@@ -34,6 +34,7 @@ var (
 	flagMemBfTx       = flag.Int("perf.memory-backfill-tx-per-block", 10, "transactions per block of the backfill case")
 	flagMemStreams    = flag.Int("perf.memory-streams", 100, "streams of the streams case")
 	flagMemStreamBlks = flag.Int("perf.memory-stream-blocks", 200, "blocks each stream of the streams case publishes")
+	flagMemKafka      = flag.String("perf.memory-kafka", "", "extra lines of the bridge's kafka section in TestMemory, e.g. 'max_buffered_bytes: 16MiB'")
 	flagMemTimeout    = flag.Duration("perf.memory-timeout", 15*time.Minute, "how long one TestMemory case may take")
 )
 
@@ -193,7 +194,7 @@ kafka:
   control_topic: %s.control
   replication_factor: 1
   compression: none
-registry:
+%sregistry:
   url: %s
 checkpoint:
   store: redis
@@ -206,7 +207,7 @@ http:
 log:
   level: warn
 streams:
-%s`, sim.Addr(), br.addr, name, name, reg.URL, rs.Addr(), name, httpAddr, streams.String())
+%s`, sim.Addr(), br.addr, name, name, kafkaExtra(), reg.URL, rs.Addr(), name, httpAddr, streams.String())
 	cfgPath := filepath.Join(dir, "bridge.yaml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
 
@@ -322,4 +323,15 @@ func saveURL(ctx context.Context, url, path string) error {
 		return fmt.Errorf("reading %s: %w", url, err)
 	}
 	return os.WriteFile(path, b, 0o644)
+}
+
+// kafkaExtra is -perf.memory-kafka as lines of the kafka section.
+func kafkaExtra() string {
+	var sb strings.Builder
+	for l := range strings.SplitSeq(*flagMemKafka, ";") {
+		if l = strings.TrimSpace(l); l != "" {
+			sb.WriteString("  " + l + "\n")
+		}
+	}
+	return sb.String()
 }
