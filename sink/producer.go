@@ -299,8 +299,8 @@ func (p *Producer) initError(err error) error {
 	case isFenced(err):
 		return fmt.Errorf("%w: initializing producer id for %s: %w", ErrFenced, p.txnID, err)
 	case errors.Is(err, kerr.InvalidTransactionTimeout):
-		return fmt.Errorf("initializing producer id for %s: kafka.transaction_timeout %s exceeds the broker's transaction.max.timeout.ms; lower it or raise the broker limit: %w",
-			p.txnID, p.cfg.TransactionTimeout, err)
+		return fmt.Errorf("%w: initializing producer id for %s: kafka.transaction_timeout is %s; lower it or raise the broker's transaction.max.timeout.ms: %w",
+			ErrTransactionTimeout, p.txnID, p.cfg.TransactionTimeout, err)
 	default:
 		return fmt.Errorf("initializing producer id for %s: %w", p.txnID, err)
 	}

@@ -41,11 +41,12 @@ func TestPermanentRedisAccess(t *testing.T) {
 	assert.False(t, Permanent(err), "a refused connection is transient: %v", err)
 }
 
-// TestPermanentKafkaAccess: a broker refusing the SASL password, or
+// TestPermanentKafkaAccess: a broker refusing the SASL password, a
+// kafka.transaction_timeout above its transaction.max.timeout.ms, or
 // presenting a certificate of an untrusted CA, stops the stream (the real
 // broker's errors: sink's TestIntegrationSecurity).
 func TestPermanentKafkaAccess(t *testing.T) {
-	for _, kind := range []error{sink.ErrAuthentication, sink.ErrUntrustedCertificate} {
+	for _, kind := range []error{sink.ErrAuthentication, sink.ErrUntrustedCertificate, sink.ErrTransactionTimeout} {
 		err := fmt.Errorf("stream s: creating the producer: %w", fmt.Errorf("connecting to kafka [b:9093]: %w: fix", kind))
 		assert.True(t, Permanent(err), "%v", err)
 	}

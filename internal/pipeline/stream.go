@@ -315,7 +315,7 @@ func fingerprintOf(sql string, s *arrow.Schema) string {
 func Permanent(err error) bool {
 	var verr *encode.ValueError
 	for _, p := range []error{reorg.ErrUnrecoverable, reorg.ErrInvalidRanges,
-		sink.ErrFenced, sink.ErrTopicInvalid, sink.ErrRecordsMissing, sink.ErrRecordTooLarge,
+		sink.ErrFenced, sink.ErrTopicInvalid, sink.ErrRecordsMissing, sink.ErrRecordTooLarge, sink.ErrTransactionTimeout,
 		sink.ErrOrphanedTransaction, sink.ErrDataTopicLost, sink.ErrAuthentication, sink.ErrUntrustedCertificate,
 		offsets.ErrFenced, offsets.ErrStoreAhead, offsets.ErrDiverged, offsets.ErrFingerprintChanged, offsets.ErrInvalid,
 		offsets.ErrUnsupportedFormat, offsets.ErrMalformedEvent, offsets.ErrRedisAuth, offsets.ErrRedisPermission, offsets.ErrRedisTLS,
@@ -397,6 +397,13 @@ func (r *Stream) connect(ctx context.Context) error {
 	// before their initialisation replaces it (HangingCheck).
 	if r.hanging, err = r.deps.Admin.PrepareHangingCheck(ctx, r.txnIDs()...); err != nil {
 		return fmt.Errorf("stream %s: %w", r.cfg.ID, err)
+	}
+	// A transaction stays open for a complete microbatch, up to
+	// kafka.transaction_timeout: the broker must allow that long.
+	if r.deps.Kafka.Delivery == sink.DeliveryExactlyOnce {
+		if err := r.deps.Admin.CheckTransactionTimeout(ctx, r.deps.Kafka.TransactionTimeout); err != nil {
+			return fmt.Errorf("stream %s: %w", r.cfg.ID, err)
+		}
 	}
 	// The producer first: initialising the transactional id fences a
 	// previous instance and aborts its open transaction, so the control
