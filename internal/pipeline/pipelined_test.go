@@ -164,7 +164,8 @@ func TestHoldBounded(t *testing.T) {
 		require.NoError(t, r.hold(ctx, f.batch(t, fmt.Sprintf("b%d", i))))
 	}
 	blocked := make(chan error, 1)
-	go func() { blocked <- r.hold(ctx, f.batch(t, "full")) }()
+	last := f.batch(t, "full")
+	go func() { blocked <- r.hold(ctx, last) }()
 	select {
 	case err := <-blocked:
 		t.Fatalf("hold returned (%v) with %d batches held and the Kafka commit in flight", err, maxHeldBatches)
