@@ -1,5 +1,6 @@
-// Package perf is the end-to-end throughput harness of amp-kafka-bridge
-// (performance.md target (a)). It has tests and benchmarks only:
+// Package perf is the end-to-end throughput and memory harness of
+// amp-kafka-bridge (performance.md targets (a) and (e)). It has tests and
+// benchmarks only:
 //
 //   - TestThroughput builds ./cmd/bridge, runs it as a process with a
 //     config file against an Amp simulator in the test process (replay
@@ -19,9 +20,25 @@
 //     http.pprof endpoint) taken during the middle window.
 //   - BenchmarkSourceOnly reads the simulator through the bridge's Flight
 //     client (package source) alone, generating rows or replaying them.
+//   - TestMemory (memory_test.go) runs the bridge binary as a process
+//     through each case of -perf.memory-cases and reports its peak RSS
+//     (VmHWM from /proc) in a table and in -perf.out/memory.json (one
+//     object per case: name, peak_rss_mib, goal_mib, blocks, tx_per_block,
+//     microbatch_blocks, streams, backfill_workers, rows, seconds, broker,
+//     gomemlimit, load, bridge): catchup (3,000 blocks of ~300
+//     transactions in Amp's 1000-block microbatches, SELECT *,
+//     exactly-once), slope (the same at microbatches of 100, 300, 1000 and
+//     3000 blocks, with the largest peak over the smallest), backfill (1M
+//     blocks, 4 workers) and streams (100 streams in one process). A case
+//     ends when every stream has committed the head block; the records the
+//     producers wrote are checked against the chain's rows. It saves heap
+//     profiles of the bridge near its peak (heap-peak.pprof) and at the end
+//     (heap.pprof) beside each case's config and log:
 //
-// TestThroughput is skipped unless -perf.e2e is given, so `make test`
-// never runs it; `make bench-e2e` does, after `make services` has
+//     go test ./test/perf -run TestMemory -perf.memory -perf.out DIR [-perf.bridge BIN] [-perf.gomemlimit 384MiB]
+//
+// TestThroughput is skipped unless -perf.e2e is given and TestMemory
+// unless -perf.memory is, so `make test` never runs them; `make bench-e2e` does, after `make services` has
 // installed the Kafka jars and redis-server:
 //
 //	make bench-e2e                                       # performance.md: 60 s warm-up, 3 × 60 s
