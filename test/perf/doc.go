@@ -18,8 +18,10 @@
 //     CPU of the bridge, the broker and the simulator per row. With
 //     -perf.profile it saves a CPU profile of the bridge (its
 //     http.pprof endpoint) taken during the middle window.
+//
 //   - BenchmarkSourceOnly reads the simulator through the bridge's Flight
 //     client (package source) alone, generating rows or replaying them.
+//
 //   - TestMemory (memory_test.go) runs the bridge binary as a process
 //     through each case of -perf.memory-cases and reports its peak RSS
 //     (VmHWM from /proc) in a table and in -perf.out/memory.json (one
