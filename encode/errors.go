@@ -3,6 +3,7 @@ package encode
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors callers branch on with errors.Is.
@@ -15,9 +16,10 @@ var (
 	// ErrValue is returned (wrapped in a *ValueError) when a value cannot be
 	// represented in Avro.
 	ErrValue = errors.New("value cannot be represented in Avro")
-	// ErrIncompatible is returned (wrapped in an *IncompatibleError) when a
-	// schema is not BACKWARD compatible with the latest registered version.
-	ErrIncompatible = errors.New("schema is not backward compatible")
+	// ErrIncompatible is returned (wrapped in an *IncompatibleError) when
+	// the registry refuses a schema as incompatible with the subject's
+	// registered versions, or CheckBackward finds it not BACKWARD compatible.
+	ErrIncompatible = errors.New("schema is incompatible with the subject's registered versions")
 	// ErrFraming is returned when a record does not start with a known
 	// header (Confluent magic 0 or single-object C3 01).
 	ErrFraming = errors.New("unknown Avro framing")
@@ -60,20 +62,43 @@ func (e *ValueError) Error() string {
 // Unwrap makes errors.Is(err, ErrValue) true.
 func (e *ValueError) Unwrap() error { return ErrValue }
 
-// IncompatibleError names the registry subject and the field that break
-// BACKWARD compatibility.
+// IncompatibleError names the registry subject whose new schema is
+// incompatible with its registered versions, what the registry said when it
+// refused it, and the field the bridge's BACKWARD check finds at fault.
 type IncompatibleError struct {
 	// Subject is the registry subject, e.g. "eth.transactions-value".
 	Subject string
 	// Field is the path of the offending field ("after.gas_price"), empty
-	// when the whole schema is at fault.
+	// when the whole schema is at fault or the bridge's check found none.
 	Field string
-	// Reason says what changed.
+	// Reason says what changed, by the bridge's check; empty when it found
+	// nothing (the registry's level may be stricter than BACKWARD).
 	Reason string
+	// Registry is what the registry said when it refused the schema
+	// (its message and error code); empty for CheckBackward's own verdict.
+	Registry string
 }
+
+// incompatibleFix is how to go on after a refusal.
+const incompatibleFix = "nothing was registered or published; to go on, make the change compatible (a new column nullable, " +
+	"so that it gets default null), or publish the changed query under a new stream id and topic, or, if every reader of the " +
+	"topic can take the change, relax the subject's compatibility level in the registry (PUT /config/<subject>) and start the stream again"
 
 // Error implements error.
 func (e *IncompatibleError) Error() string {
+	if e.Registry != "" {
+		var b strings.Builder
+		fmt.Fprintf(&b, "subject %q: %s: the registry refused the new schema: %q", e.Subject, ErrIncompatible, e.Registry)
+		if e.Reason != "" {
+			if e.Field != "" {
+				fmt.Fprintf(&b, "; the bridge's BACKWARD check: field %q: %s", e.Field, e.Reason)
+			} else {
+				fmt.Fprintf(&b, "; the bridge's BACKWARD check: %s", e.Reason)
+			}
+		}
+		b.WriteString("; " + incompatibleFix)
+		return b.String()
+	}
 	if e.Field == "" {
 		return fmt.Sprintf("subject %q: %s: %s", e.Subject, ErrIncompatible, e.Reason)
 	}

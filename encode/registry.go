@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 
@@ -13,21 +15,42 @@ import (
 
 // Registry registers a stream's schemas with a Confluent-compatible schema
 // registry through franz-go's sr client, before anything is produced, and
-// caches the ids. Every registration is checked for BACKWARD compatibility
-// against the subject's latest version twice: locally with CheckBackward
-// (so an incompatible change is caught on every registry, including stubs
-// whose compatibility endpoint always answers yes) and by the registry
-// itself. A Registry is safe for concurrent use.
+// caches the ids. The registry decides whether a new version is compatible
+// with the subject's (its compatibility level, BACKWARD by default on a
+// Confluent registry): a refusal (409) is an *IncompatibleError with what
+// the registry said. The bridge's own BACKWARD check (CheckBackward) only
+// explains: it names the offending field in that error, and when the
+// registry accepts a change it finds incompatible (a registry at NONE, or a
+// stub such as srfake), it logs a warning naming the field and goes on. A
+// Registry is safe for concurrent use.
 type Registry struct {
 	cl    *sr.Client
+	cfg   RegistryConfig
+	log   *slog.Logger
 	mu    sync.Mutex
 	ids   map[string]int // subject + "\x00" + schema → id
 	texts map[int]string // id → schema text
 }
 
+// RegistryOpt configures a Registry.
+type RegistryOpt func(*Registry)
+
+// WithRegistryLogger sets the logger of the compatibility warnings (default:
+// discarded).
+func WithRegistryLogger(l *slog.Logger) RegistryOpt { return func(r *Registry) { r.log = l } }
+
+// WithRegistryConfig tells the Registry the configuration cl was built
+// with, so that its errors name the keys to fix (registry.username,
+// registry.tls.ca_file, …).
+func WithRegistryConfig(c RegistryConfig) RegistryOpt { return func(r *Registry) { r.cfg = c } }
+
 // NewRegistry returns a Registry using cl.
-func NewRegistry(cl *sr.Client) *Registry {
-	return &Registry{cl: cl, ids: map[string]int{}, texts: map[int]string{}}
+func NewRegistry(cl *sr.Client, opts ...RegistryOpt) *Registry {
+	r := &Registry{cl: cl, log: slog.New(slog.DiscardHandler), ids: map[string]int{}, texts: map[int]string{}}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
 
 // ValueSubject is the TopicNameStrategy subject of a topic's values.
@@ -51,10 +74,20 @@ func sameCanonical(a, b string) bool {
 	return err1 == nil && err2 == nil && ca.CanonicalSchema() == cb.CanonicalSchema()
 }
 
-// Register registers schema under subject and returns its id. It fails with
-// an *IncompatibleError naming the subject and the field when schema is not
-// BACKWARD compatible with the subject's latest version; nothing is
-// registered then.
+// Ping lists the registry's subjects: the connection, TLS and credentials
+// work. A refusal that a retry does not fix is a *RegistryAccessError.
+func (r *Registry) Ping(ctx context.Context) error {
+	if _, err := r.cl.Subjects(ctx); err != nil {
+		return fmt.Errorf("listing the subjects of the registry at %s: %w", r.cfg.URL, classifyRegistryError(r.cfg, err))
+	}
+	return nil
+}
+
+// Register registers schema under subject and returns its id. When the
+// registry refuses the schema as incompatible with the subject's versions,
+// it fails with an *IncompatibleError naming the subject, what the registry
+// said and, where the bridge's BACKWARD check finds it, the field; nothing
+// is registered then. Refused credentials or TLS are *RegistryAccessErrors.
 func (r *Registry) Register(ctx context.Context, subject, schema string) (int, error) {
 	key := subject + "\x00" + schema
 	r.mu.Lock()
@@ -63,6 +96,7 @@ func (r *Registry) Register(ctx context.Context, subject, schema string) (int, e
 	if ok {
 		return id, nil
 	}
+	var diag *IncompatibleError // the bridge's own verdict, to explain the registry's
 	latest, err := r.cl.SchemaByVersion(ctx, subject, -1)
 	switch {
 	case err == nil:
@@ -71,35 +105,48 @@ func (r *Registry) Register(ctx context.Context, subject, schema string) (int, e
 			return latest.ID, nil
 		}
 		if err := CheckBackward(schema, latest.Schema.Schema); err != nil {
-			var ie *IncompatibleError
-			if errors.As(err, &ie) {
-				ie.Subject = subject
-				ie.Reason += fmt.Sprintf(" (against version %d, id %d)", latest.Version, latest.ID)
-				return 0, ie
+			if !errors.As(err, &diag) {
+				return 0, fmt.Errorf("checking subject %q: %w", subject, err)
 			}
-			return 0, fmt.Errorf("checking subject %q: %w", subject, err)
-		}
-		res, err := r.cl.CheckCompatibility(ctx, subject, -1, sr.Schema{Schema: schema, Type: sr.TypeAvro})
-		if err != nil && !isNotFound(err) {
-			return 0, fmt.Errorf("checking compatibility of subject %q with the registry: %w", subject, err)
-		}
-		if err == nil && !res.Is {
-			return 0, &IncompatibleError{Subject: subject, Reason: "the registry says: " + strings.Join(res.Messages, "; ")}
+			diag.Subject = subject
+			diag.Reason += fmt.Sprintf(" (against version %d, id %d)", latest.Version, latest.ID)
 		}
 	case isNotFound(err):
 	default:
-		return 0, fmt.Errorf("reading the latest schema of subject %q: %w", subject, err)
+		return 0, fmt.Errorf("reading the latest schema of subject %q: %w", subject, classifyRegistryError(r.cfg, err))
 	}
 	ss, err := r.cl.CreateSchema(ctx, subject, sr.Schema{Schema: schema, Type: sr.TypeAvro})
 	if err != nil {
 		var re *sr.ResponseError
-		if errors.As(err, &re) && re.StatusCode == 409 {
-			return 0, &IncompatibleError{Subject: subject, Reason: "the registry refused it: " + re.Error()}
+		if errors.As(err, &re) && re.StatusCode == http.StatusConflict {
+			ie := &IncompatibleError{Subject: subject, Registry: registryMessage(re)}
+			if diag != nil {
+				ie.Field, ie.Reason = diag.Field, diag.Reason
+			}
+			return 0, ie
 		}
-		return 0, fmt.Errorf("registering subject %q: %w", subject, err)
+		return 0, fmt.Errorf("registering subject %q: %w", subject, classifyRegistryError(r.cfg, err))
+	}
+	if diag != nil {
+		r.log.WarnContext(ctx, "the registry accepted a schema that is not BACKWARD compatible with the subject's latest version "+
+			"(its compatibility level allows it): consumers reading with the new schema cannot read the older records",
+			"subject", subject, "field", diag.Field, "reason", diag.Reason, "id", ss.ID)
 	}
 	r.remember(key, ss.ID, schema)
 	return ss.ID, nil
+}
+
+// registryMessage is what the registry said in a refusal: its message,
+// else its body, with its error code.
+func registryMessage(re *sr.ResponseError) string {
+	msg := strings.TrimSpace(re.Message)
+	if msg == "" {
+		msg = strings.TrimSpace(string(re.Raw))
+	}
+	if re.ErrorCode != 0 {
+		return fmt.Sprintf("%s (error code %d)", msg, re.ErrorCode)
+	}
+	return fmt.Sprintf("%s (HTTP %d)", msg, re.StatusCode)
 }
 
 func (r *Registry) remember(key string, id int, schema string) {
@@ -141,7 +188,7 @@ func (r *Registry) SchemaText(ctx context.Context, id int) (string, error) {
 	}
 	sch, err := r.cl.SchemaByID(ctx, id)
 	if err != nil {
-		return "", fmt.Errorf("reading schema id %d: %w", id, err)
+		return "", fmt.Errorf("reading schema id %d: %w", id, classifyRegistryError(r.cfg, err))
 	}
 	s = sch.Schema
 	r.mu.Lock()

@@ -27,6 +27,8 @@ type Metrics struct {
 	behindHead       *prometheus.GaugeVec
 	backfillLeft     *prometheus.GaugeVec
 	txnBoundary      *prometheus.HistogramVec
+	// labelMisses counts rows whose key a label file lacks (labels.go).
+	labelMisses *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: not
@@ -66,11 +68,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		txnBoundary: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "txn_boundary_seconds",
 			Help:    "The stall between two transactions of the live stream: from the last record of one to the first record of the next produced (or to the first's Kafka commit, when the next record came from Amp later).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, stream),
+		labelMisses: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "label_misses_total",
+			Help: "Rows from Amp whose key a label file (streams[].labels) lacks: dropped by an inner join, or published with null labels by a left join."},
+			[]string{"stream", "outcome"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.polled, m.batchesCommitted, m.reorgs, m.reorgDepth,
 			m.retractions, m.reconnects, m.restarts, m.reconciliations, m.checkpointTime, m.checkpointErrors,
-			m.behindSource, m.committedBlock, m.behindHead, m.backfillLeft, m.txnBoundary)
+			m.behindSource, m.committedBlock, m.behindHead, m.backfillLeft, m.txnBoundary, m.labelMisses)
 	}
 	return m
 }
@@ -87,6 +92,9 @@ func (m *Metrics) Init(stream string, networks ...string) {
 	}
 	m.reorgDepth.WithLabelValues(stream)
 	m.txnBoundary.WithLabelValues(stream)
+	for _, outcome := range []string{"dropped", "null"} {
+		m.labelMisses.WithLabelValues(stream, outcome)
+	}
 	for _, g := range []*prometheus.GaugeVec{m.checkpointTime, m.backfillLeft} {
 		g.WithLabelValues(stream)
 	}

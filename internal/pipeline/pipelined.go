@@ -96,16 +96,16 @@ func (r *Stream) startCommit(ctx context.Context, j *commitJob, undos []offsets.
 // the batches held for the next transaction. Its error is the commit's
 // (the held batches are then dropped) or the producer's.
 func (r *Stream) settle(ctx context.Context) error {
-	if err := r.join(); err != nil {
+	if err := r.joinCommit(); err != nil {
 		return err
 	}
 	return r.produceHeld(ctx)
 }
 
-// join waits for the commit in flight, if any, to end, and applies its
+// joinCommit waits for the commit in flight, if any, to end, and applies its
 // outcome; on an error it drops the held batches, which must not be
 // produced.
-func (r *Stream) join() error {
+func (r *Stream) joinCommit() error {
 	j := r.job
 	if j == nil {
 		return nil
@@ -138,7 +138,7 @@ func (r *Stream) kafkaCommitted(wait bool) (bool, error) {
 		}
 	}
 	if j.kafkaErr != nil {
-		return false, r.join()
+		return false, r.joinCommit()
 	}
 	return true, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/labels"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
@@ -199,7 +200,11 @@ type Stream struct {
 	encCfg      encode.Config
 	enc         *encode.Encoder
 	retractor   *encode.Retractor
-	topic       string
+	// labels are the stream's label files, read at its first start; join
+	// binds them to Amp's schema (nil without labels: labels.go).
+	labels *labels.Set
+	join   *labels.Joiner
+	topic  string
 	// slabs recycle the encoded records of Arrow batches as the producers
 	// acknowledge them (the stream's and the backfill workers').
 	slabs slabPool
@@ -317,11 +322,13 @@ func Permanent(err error) bool {
 	for _, p := range []error{reorg.ErrUnrecoverable, reorg.ErrInvalidRanges,
 		sink.ErrFenced, sink.ErrTopicInvalid, sink.ErrRecordsMissing, sink.ErrRecordTooLarge, sink.ErrTransactionTimeout,
 		sink.ErrOrphanedTransaction, sink.ErrDataTopicLost, sink.ErrAuthentication, sink.ErrUntrustedCertificate,
+		sink.ErrNotAuthorized, sink.ErrSASLMechanism, sink.ErrClientCertificate,
 		offsets.ErrFenced, offsets.ErrStoreAhead, offsets.ErrDiverged, offsets.ErrFingerprintChanged, offsets.ErrInvalid,
 		offsets.ErrUnsupportedFormat, offsets.ErrMalformedEvent, offsets.ErrRedisAuth, offsets.ErrRedisPermission, offsets.ErrRedisTLS,
 		source.ErrPermanent,
 		encode.ErrUnsupportedType, encode.ErrNameCollision, encode.ErrIncompatible, encode.ErrKeyColumn, encode.ErrSchemaChanged,
-		config.ErrInvalid} {
+		encode.ErrRegistryAuth, encode.ErrRegistryPermission, encode.ErrRegistryTLS,
+		config.ErrInvalid, labels.ErrInvalid, labels.ErrSchemaChanged} {
 		if errors.Is(err, p) {
 			return true
 		}
@@ -353,7 +360,7 @@ func (r *Stream) Run(ctx context.Context) error {
 }
 
 func (r *Stream) close(ctx context.Context) {
-	if err := r.join(); err != nil && ctx.Err() == nil {
+	if err := r.joinCommit(); err != nil && ctx.Err() == nil {
 		r.log.Debug("the commit in flight failed", "err", err)
 	}
 	r.dropHeld()
@@ -384,6 +391,9 @@ func (r *Stream) connect(ctx context.Context) error {
 	schema, err := r.deps.Amp.Schema(ctx, r.cfg.SQL)
 	if err != nil {
 		return fmt.Errorf("planning the stream's SQL at Amp: %w", NoAnswer(AmpService(r.deps.Amp), err))
+	}
+	if schema, err = r.bindLabels(schema); err != nil {
+		return err
 	}
 	r.schema = schema
 	r.fingerprint = fingerprintOf(r.cfg.SQL, schema)
@@ -760,8 +770,11 @@ func (r *Stream) handle(ctx context.Context, env source.Envelope) error {
 	}
 	rows := 0
 	if env.Batch != nil {
+		r.deps.Metrics.polled.WithLabelValues(r.cfg.ID).Add(float64(env.Batch.NumRows()))
+		if err := r.joinLabels(&env); err != nil {
+			return err
+		}
 		rows = int(env.Batch.NumRows())
-		r.deps.Metrics.polled.WithLabelValues(r.cfg.ID).Add(float64(rows))
 	}
 	if r.enc == nil && len(env.Ranges) > 0 {
 		if err := r.settle(ctx); err != nil {
@@ -1338,7 +1351,7 @@ func (r *Stream) nextBatchLog(snap reorg.Snapshot, pending []pendingBatch, flush
 
 // abort aborts the open transaction, if any, and empties its log.
 func (r *Stream) abort(ctx context.Context, why string) error {
-	if err := r.join(); err != nil {
+	if err := r.joinCommit(); err != nil {
 		return err
 	}
 	r.dropHeld()
@@ -1379,7 +1392,7 @@ func (r *Stream) shutdown(ctx context.Context) error {
 		if err := r.commit(dctx); err != nil {
 			return fmt.Errorf("committing the last transaction at shutdown: %w", err)
 		}
-		if err := r.join(); err != nil {
+		if err := r.joinCommit(); err != nil {
 			return fmt.Errorf("committing the last transaction at shutdown: %w", err)
 		}
 	} else if err := r.abort(dctx, "shutting down"); err != nil {
