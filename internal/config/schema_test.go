@@ -33,10 +33,15 @@ var stageInternal = map[string]string{
 	"encode.TLS.InsecureSkipVerify":  "tests only",
 }
 
-// leafFields lists the leaf fields of a struct as dotted Go paths.
+// leafFields lists the exported leaf fields of a struct as dotted Go paths
+// (an unexported one, such as sink.Config's shared compressor, is wiring the
+// process sets, not a knob).
 func leafFields(v reflect.Value, prefix string, out map[string]reflect.Value) {
 	for i := range v.NumField() {
 		f := v.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
 		p := prefix + "." + f.Name
 		if v.Field(i).Kind() == reflect.Struct {
 			leafFields(v.Field(i), p, out)
