@@ -3,6 +3,7 @@ package encode
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors callers branch on with errors.Is.
@@ -60,8 +61,8 @@ func (e *ValueError) Error() string {
 // Unwrap makes errors.Is(err, ErrValue) true.
 func (e *ValueError) Unwrap() error { return ErrValue }
 
-// IncompatibleError names the registry subject and the field that break
-// BACKWARD compatibility.
+// IncompatibleError names the registry subject, the field and the rule
+// that a new schema breaks, and both schemas.
 type IncompatibleError struct {
 	// Subject is the registry subject, e.g. "eth.transactions-value".
 	Subject string
@@ -70,15 +71,41 @@ type IncompatibleError struct {
 	Field string
 	// Reason says what changed.
 	Reason string
+	// Rule is the rule that fails (Rule.Describe), empty when the registry
+	// itself refused the schema.
+	Rule string
+	// Version and ID are the registered version the new schema fails
+	// against (0 when unknown).
+	Version, ID int
+	// Registered is that version's schema and New the refused one; empty
+	// when unknown.
+	Registered, New string
 }
 
 // Error implements error.
 func (e *IncompatibleError) Error() string {
-	if e.Field == "" {
-		return fmt.Sprintf("subject %q: %s: %s", e.Subject, ErrIncompatible, e.Reason)
+	var b strings.Builder
+	fmt.Fprintf(&b, "subject %q", e.Subject)
+	if e.Field != "" {
+		fmt.Fprintf(&b, " field %q", e.Field)
 	}
-	return fmt.Sprintf("subject %q field %q: %s: %s (register under a new topic or stream, or make the change backward compatible: add fields as nullable with default null)",
-		e.Subject, e.Field, ErrIncompatible, e.Reason)
+	fmt.Fprintf(&b, ": %s: %s", ErrIncompatible, e.Reason)
+	if e.Version != 0 {
+		fmt.Fprintf(&b, " (against version %d, id %d)", e.Version, e.ID)
+	}
+	if e.Rule != "" {
+		fmt.Fprintf(&b, "; the rule that fails: %s", e.Rule)
+	}
+	if e.Registered != "" {
+		fmt.Fprintf(&b, "; registered schema: %s", e.Registered)
+	}
+	if e.New != "" {
+		fmt.Fprintf(&b, "; new schema: %s", e.New)
+	}
+	if e.Field != "" && e.Registered == "" {
+		b.WriteString(" (register under a new topic or stream, or make the change backward compatible: add fields as nullable with default null)")
+	}
+	return b.String()
 }
 
 // Unwrap makes errors.Is(err, ErrIncompatible) true.
