@@ -1,7 +1,6 @@
 package offsets
 
 import (
-	"strings"
 	"crypto/sha256"
 	"encoding/json"
 	"flag"
@@ -9,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 

@@ -195,10 +195,6 @@ type Stream struct {
 
 	schema      *arrow.Schema
 	fingerprint string
-	// changed is the recorded fingerprint when the stream's SQL or schema
-	// changed under its id and schema_evolution let it through
-	// reconciliation (evolve.go); "" when unchanged.
-	changed string
 	encCfg      encode.Config
 	enc         *encode.Encoder
 	retractor   *encode.Retractor
@@ -251,6 +247,11 @@ type Stream struct {
 	// txn is what the open transaction holds beyond its records, which
 	// the producer holds.
 	txn txnLog
+
+	// changed is the recorded fingerprint when the stream's SQL or schema
+	// changed under its id and schema_evolution let it through
+	// reconciliation (evolve.go); "" when unchanged.
+	changed string
 }
 
 // txnLog is what the open transaction holds beyond its Kafka records (the
