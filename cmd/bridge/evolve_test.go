@@ -360,3 +360,34 @@ func TestIntegrationSchemaEvolution(t *testing.T) {
 	t.Run("evolution", func(t *testing.T) { scenarioSchemaEvolution(t, svc(t)) })
 	t.Run("refused", func(t *testing.T) { scenarioSchemaEvolutionRefused(t, svc(t)) })
 }
+
+// TestRunSchemaEvolutionDatasetVersion: Amp's dataset gains a column that
+// SELECT * then returns: at a restart, and under the running stream (seen
+// on a reconnect, it restarts the stream, which registers the new
+// version); the stream goes on on the same topic and verify is clean.
+func TestRunSchemaEvolutionDatasetVersion(t *testing.T) {
+	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 4},
+		HiddenColumns: []string{"blocks.blob_gas_used", "blocks.requests_hash"}}, 128)
+	sc := &h.cfg.Streams[0]
+	sc.SQL = "SELECT * FROM eth_rpc.blocks SETTINGS stream = true"
+	stop := h.run()
+	h.waitHead()
+	require.NoError(t, stop())
+
+	// At a restart.
+	require.NoError(t, h.sim.SetHiddenColumns([]string{"blocks.requests_hash"}))
+	h.sim.Mine(2)
+	stop = h.run()
+	h.waitHead()
+	assert.Len(t, h.valueIDs(sc.Topic), 2)
+
+	// Under the running stream.
+	require.NoError(t, h.sim.SetHiddenColumns(nil))
+	h.sim.DropConnections()
+	h.sim.Mine(2)
+	h.waitHead()
+	require.NoError(t, stop())
+	assert.Len(t, h.valueIDs(sc.Topic), 3)
+	assert.Positive(t, h.count("commit"))
+	requireClean(t, h.verify())
+}

@@ -167,3 +167,30 @@ func (r *Stream) valueSchemaID() int {
 	id, _ := r.enc.ValueFraming().ID()
 	return id
 }
+
+// schemaMoved turns the encoder's refusal of a batch whose Arrow schema is
+// not the stream's (encode.ErrSchemaChanged: Amp's result changed under the
+// running stream, e.g. a new dataset version seen on a reconnect) into a
+// restart when the stream evolves its schema and Amp now plans the SQL with
+// another schema: the restart reconnects, and registering the new schema
+// decides the change like any other. When Amp still plans the old schema
+// the refusal stays permanent (Amp disagrees with itself; a restart would
+// not help). err is returned unchanged in every other case.
+func (r *Stream) schemaMoved(ctx context.Context, err error) error {
+	if !errors.Is(err, encode.ErrSchemaChanged) || !r.cfg.SchemaEvolution.Accepts() {
+		return err
+	}
+	planned, perr := r.deps.Amp.Schema(ctx, r.cfg.SQL)
+	if perr != nil {
+		return fmt.Errorf("stream %s: Amp's result schema changed under the running stream (%v), and asking Amp for its plan failed: %w",
+			r.cfg.ID, err, NoAnswer(AmpService(r.deps.Amp), perr))
+	}
+	if planned.Equal(r.schema) {
+		return err
+	}
+	r.log.Info("Amp's result schema changed under the running stream: restarting to check the change",
+		"schema_evolution", string(r.cfg.SchemaEvolution))
+	// Not %w: the encoder's error is permanent, this one is not.
+	return fmt.Errorf("stream %s: Amp's result schema changed under the running stream (%v): restarting to register the new schema under schema_evolution %s",
+		r.cfg.ID, err, r.cfg.SchemaEvolution)
+}

@@ -801,7 +801,7 @@ func (r *Stream) data(ctx context.Context, ev reorg.Event, env source.Envelope) 
 	meta := encode.BatchMeta{Op: encode.OpCreate, Ranges: ev.Ranges, BatchID: ev.BatchID,
 		TsMs: r.deps.Now().UnixMilli(), RowOffset: r.txn.rowOffset[ev.BatchID]}
 	if err := r.enc.Encode(env.Batch, meta, &r.out); err != nil {
-		return fmt.Errorf("stream %s: encoding batch %s: %w", r.cfg.ID, ev.BatchID, err)
+		return r.schemaMoved(ctx, fmt.Errorf("stream %s: encoding batch %s: %w", r.cfg.ID, ev.BatchID, err))
 	}
 	n := r.out.Len() - before
 	headers := recordHeaders(r.cfg.ID, ev.BatchID, "c", ev.Ranges)
