@@ -46,7 +46,7 @@ func TestRuleCheck(t *testing.T) {
 			}{{RuleBackward, tc.backward, tc.field}, {RuleFull, tc.full, tc.fullField}} {
 				err := c.rule.Check(tc.schema, tc.old)
 				if c.reason == "" {
-					assert.NoError(t, err, c.rule)
+					require.NoError(t, err, c.rule)
 					continue
 				}
 				var ie *IncompatibleError

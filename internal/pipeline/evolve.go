@@ -182,8 +182,8 @@ func (r *Stream) schemaMoved(ctx context.Context, err error) error {
 	}
 	planned, perr := r.deps.Amp.Schema(ctx, r.cfg.SQL)
 	if perr != nil {
-		return fmt.Errorf("stream %s: Amp's result schema changed under the running stream (%v), and asking Amp for its plan failed: %w",
-			r.cfg.ID, err, NoAnswer(AmpService(r.deps.Amp), perr))
+		return fmt.Errorf("stream %s: Amp's result schema changed under the running stream (%s), and asking Amp for its plan failed: %w",
+			r.cfg.ID, err.Error(), NoAnswer(AmpService(r.deps.Amp), perr))
 	}
 	if planned.Equal(r.schema) {
 		return err
@@ -191,6 +191,6 @@ func (r *Stream) schemaMoved(ctx context.Context, err error) error {
 	r.log.Info("Amp's result schema changed under the running stream: restarting to check the change",
 		"schema_evolution", string(r.cfg.SchemaEvolution))
 	// Not %w: the encoder's error is permanent, this one is not.
-	return fmt.Errorf("stream %s: Amp's result schema changed under the running stream (%v): restarting to register the new schema under schema_evolution %s",
-		r.cfg.ID, err, r.cfg.SchemaEvolution)
+	return fmt.Errorf("stream %s: Amp's result schema changed under the running stream (%s): restarting to register the new schema under schema_evolution %s",
+		r.cfg.ID, err.Error(), r.cfg.SchemaEvolution)
 }
