@@ -71,3 +71,18 @@ func TestControlStateOfSchemaIDs(t *testing.T) {
 	assert.Equal(t, 3, st.Batches[0].SchemaID)
 	assert.Equal(t, 7, st.Batches[1].SchemaID)
 }
+
+// BenchmarkMarshalSchemaIDs is BenchmarkMarshal of a format-2 checkpoint
+// (every batch with its schema id), to compare with format 1.
+func BenchmarkMarshalSchemaIDs(b *testing.B) {
+	cp := testCheckpoint("bench", 1, benchBatches)
+	for i := range cp.Batches {
+		cp.Batches[i].SchemaID = 100 + i%2
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Marshal(cp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
