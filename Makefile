@@ -101,6 +101,8 @@ lint-ci:
 
 # The integration pass starts the stack, runs every TestIntegration* test with the
 # real services required, and always stops the stack, keeping the test's exit code.
+# -timeout 25m: go test's default of 10 minutes per package is a hang detector that
+# test/e2e (the kill -9 schedule, network faults) outgrows on a loaded machine.
 integration:
 	@rc=0; \
 	$(MAKE) --no-print-directory services || rc=$$?; \
@@ -111,7 +113,7 @@ integration:
 		echo "   redis-server $$BRIDGE_TEST_REDIS_VERSION at $$BRIDGE_TEST_REDIS_ADDR (appendonly yes, appendfsync always)"; \
 		echo "   schema registry: $$BRIDGE_TEST_REGISTRY_KIND (franz-go sr/srfake via cmd/devstack) at $$BRIDGE_TEST_REGISTRY_URL"; \
 		echo "   python: $$BRIDGE_TEST_PYTHON ($$BRIDGE_TEST_PYTHON_VERSIONS)"; \
-		BRIDGE_TEST_REQUIRE=all $(GO) test -race -run Integration -count=1 ./... || rc=$$?; \
+		BRIDGE_TEST_REQUIRE=all $(GO) test -race -run Integration -count=1 -timeout 25m ./... || rc=$$?; \
 	fi; \
 	$(MAKE) --no-print-directory services-stop || true; \
 	exit $$rc

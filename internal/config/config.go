@@ -295,6 +295,9 @@ type StreamConfig struct {
 	// Backfill publishes the stream's history in parallel batch queries
 	// before it goes live.
 	Backfill BackfillConfig `yaml:"backfill"`
+	// Labels are CSV files of reference data joined onto every row by a
+	// key column (labels.go).
+	Labels []LabelConfig `yaml:"labels"`
 
 	// SchemaEvolution is backward (default), none or full: which changes
 	// of the SQL or of the result schema the stream accepts under its id
@@ -492,6 +495,7 @@ func (c *Config) defaultsStreams() {
 		setDefault(&s.Backfill.StepBlocks, 1000)
 		setDefault(&s.Backfill.Column, "_block_num")
 		defaultsEvolution(s)
+		defaultsLabels(s)
 	}
 }
 
@@ -645,6 +649,9 @@ func (c *Config) Validate() error {
 			if c.Kafka.Delivery != ExactlyOnce {
 				bad(key+".backfill", "needs kafka.delivery exactly-once: its progress is recorded in the transactions that publish it")
 			}
+		}
+		if _, err := s.LoadLabels(); err != nil {
+			errs = append(errs, flatten(err)...)
 		}
 	}
 	return errors.Join(errs...)

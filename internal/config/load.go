@@ -320,6 +320,13 @@ func applyEnv(v reflect.Value, prefix string, env func(string) (string, bool)) [
 			errs = append(errs, applyEnv(fv, name, env)...)
 			continue
 		}
+		if fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.Struct {
+			// A list of sections (streams[].labels) is set in the file only.
+			if _, ok := env(name); ok {
+				errs = append(errs, fmt.Errorf("environment %s: %s is a list of sections; set it in the YAML file", name, tag))
+			}
+			continue
+		}
 		raw, ok := env(name)
 		if !ok {
 			continue

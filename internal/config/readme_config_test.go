@@ -91,8 +91,12 @@ func defaultValue(t *testing.T, key string) reflect.Value {
 		f, ok := fieldByYAML(v.Type(), part)
 		require.True(t, ok, "README key %s is not in the schema", key)
 		v = v.FieldByIndex(f.Index)
-		if v.Type() == streamsType {
+		switch {
+		case v.Type() == streamsType:
 			v = v.Index(0)
+		case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct:
+			// A list of sections (streams[].labels): its element's defaults.
+			v = reflect.New(v.Type().Elem()).Elem()
 		}
 	}
 	return v

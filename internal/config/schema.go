@@ -13,6 +13,10 @@ type schemaKey struct {
 	typ  reflect.Type
 	// leaf is false for a section (a struct: kafka.tls).
 	leaf bool
+	// inList is true for a key inside a list of sections other than
+	// streams (streams[].labels[].file): the YAML file sets it, the
+	// environment and -set flags cannot.
+	inList bool
 }
 
 // yamlName returns the YAML key of a struct field, or "" for a field no
@@ -32,8 +36,8 @@ var streamsType = reflect.TypeFor[[]StreamConfig]()
 // environment checks, and the tests compare against.
 func schemaKeys() []schemaKey {
 	var out []schemaKey
-	var walk func(t reflect.Type, prefix string)
-	walk = func(t reflect.Type, prefix string) {
+	var walk func(t reflect.Type, prefix string, inList bool)
+	walk = func(t reflect.Type, prefix string, inList bool) {
 		for i := range t.NumField() {
 			f := t.Field(i)
 			name := yamlName(f)
@@ -47,25 +51,29 @@ func schemaKeys() []schemaKey {
 			switch {
 			case f.Type == streamsType:
 				out = append(out, schemaKey{path: path, typ: f.Type})
-				walk(f.Type.Elem(), path+"[]")
+				walk(f.Type.Elem(), path+"[]", inList)
+			case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
+				out = append(out, schemaKey{path: path, typ: f.Type, inList: inList})
+				walk(f.Type.Elem(), path+"[]", true)
 			case f.Type.Kind() == reflect.Struct:
-				out = append(out, schemaKey{path: path, typ: f.Type})
-				walk(f.Type, path)
+				out = append(out, schemaKey{path: path, typ: f.Type, inList: inList})
+				walk(f.Type, path, inList)
 			default:
-				out = append(out, schemaKey{path: path, typ: f.Type, leaf: true})
+				out = append(out, schemaKey{path: path, typ: f.Type, leaf: true, inList: inList})
 			}
 		}
 	}
-	walk(reflect.TypeFor[Config](), "")
+	walk(reflect.TypeFor[Config](), "", false)
 	return out
 }
 
-// leafPaths returns the leaf keys as dotted paths with the stream index
-// written as idx (streams.0.sql for idx "0").
+// leafPaths returns the leaf keys that the environment and -set flags can
+// set, as dotted paths with the stream index written as idx (streams.0.sql
+// for idx "0"); keys inside a list (streams[].labels[]) are not among them.
 func leafPaths(idx string) []string {
 	var out []string
 	for _, k := range schemaKeys() {
-		if k.leaf {
+		if k.leaf && !k.inList {
 			out = append(out, strings.ReplaceAll(k.path, "[]", "."+idx))
 		}
 	}

@@ -32,15 +32,25 @@ import (
 
 // renderArrowRow renders row i of rec in the canonical form.
 func renderArrowRow(rec arrow.RecordBatch, i int) (string, error) {
+	row, err := renderArrowValues(rec, i)
+	if err != nil {
+		return "", err
+	}
+	return marshalCanonical(row)
+}
+
+// renderArrowValues renders row i of rec as its columns in the canonical
+// form, before they are marshalled.
+func renderArrowValues(rec arrow.RecordBatch, i int) ([]any, error) {
 	row := make([]any, rec.NumCols())
 	for c := range row {
 		v, err := renderArrow(rec.Column(c), i)
 		if err != nil {
-			return "", fmt.Errorf("column %q: %w", rec.Schema().Field(c).Name, err)
+			return nil, fmt.Errorf("column %q: %w", rec.Schema().Field(c).Name, err)
 		}
 		row[c] = v
 	}
-	return marshalCanonical(row)
+	return row, nil
 }
 
 func marshalCanonical(v any) (string, error) {

@@ -33,6 +33,9 @@ func Schema(ctx context.Context, amp *source.Client, sc config.StreamConfig, net
 	if err != nil {
 		return res, fmt.Errorf("stream %s: planning its SQL at Amp: %w", sc.ID, pipeline.NoAnswer(pipeline.AmpService(amp), err))
 	}
+	if s, err = pipeline.LabelledSchema(sc, s); err != nil {
+		return res, err
+	}
 	var nets []string
 	if network != "" {
 		nets = []string{network}

@@ -96,6 +96,12 @@ type rowState struct {
 //   - Unretracted counts batches whose block ranges (the amp-network and
 //     amp-range headers) overlap another live batch's: it relies on the
 //     headers the run loop writes.
+//   - Labels (streams[].labels): the expected rows are Amp's rows joined
+//     with the stream's label files by verify's own reading of the files and
+//     its own join over canonical rows (labels.go), not by internal/labels:
+//     a label the bridge dropped, misplaced or mistyped, or a row an inner
+//     join should have dropped, shows as a difference. The files are read as
+//     they are now: rows published before a file changed differ from them.
 //   - Retractions are applied by op "d" with the same (batch id, row) and by
 //     tombstones keyed by batch id: the envelope's and the key's meaning.
 func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyReport, error) {
@@ -135,6 +141,15 @@ func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyRe
 	schema, err := v.Amp.Schema(ctx, sc.SQL)
 	if err != nil {
 		return rep, fmt.Errorf("planning the stream's SQL at Amp: %w", pipeline.NoAnswer(amp, err))
+	}
+	// The label files, joined onto Amp's rows by verify's own join
+	// (labels.go), and the joined schema the stream publishes with.
+	rowLabels, err := newRowLabels(sc, schema)
+	if err != nil {
+		return rep, err
+	}
+	if schema, err = pipeline.LabelledSchema(sc, schema); err != nil {
+		return rep, err
 	}
 	encCfg, err := sc.EncodeConfig(rep.Topic, version)
 	if err != nil {
@@ -233,13 +248,24 @@ func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyRe
 		// Amp's rows are rendered from Arrow directly, never through the
 		// encoder (see renderArrowRow).
 		for i := range int(e.Batch.NumRows()) {
-			row, err := renderArrowRow(e.Batch, i)
+			vals, err := renderArrowValues(e.Batch, i)
+			kept := true
 			if err == nil {
+				vals, kept, err = joinRow(rowLabels, vals)
+			}
+			var row string
+			if err == nil && kept {
+				row, err = marshalCanonical(vals)
+			}
+			if err == nil && kept {
 				row, err = proj.expected(e.Batch, i, row)
 			}
 			if err != nil {
 				e.Release()
 				return rep, fmt.Errorf("rendering the expected rows: %w", err)
+			}
+			if !kept {
+				continue // an inner join drops the rows without a label
 			}
 			expected[row]++
 			rep.Expected++

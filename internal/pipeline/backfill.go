@@ -232,9 +232,13 @@ func (r *Stream) runQuery(ctx context.Context, sql string, fn func(arrow.RecordB
 			return nil, rows, err
 		}
 		if env.Batch != nil && env.Batch.NumRows() > 0 {
-			rows += int(env.Batch.NumRows())
 			r.deps.Metrics.polled.WithLabelValues(r.cfg.ID).Add(float64(env.Batch.NumRows()))
-			if err := fn(env.Batch); err != nil {
+			err := r.joinLabels(&env)
+			if err == nil && env.Batch.NumRows() > 0 {
+				rows += int(env.Batch.NumRows())
+				err = fn(env.Batch)
+			}
+			if err != nil {
 				env.Release()
 				return nil, rows, err
 			}

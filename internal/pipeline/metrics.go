@@ -26,6 +26,8 @@ type Metrics struct {
 	committedBlock   *prometheus.GaugeVec
 	behindHead       *prometheus.GaugeVec
 	backfillLeft     *prometheus.GaugeVec
+	// labelMisses counts rows whose key a label file lacks (labels.go).
+	labelMisses *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: not
@@ -62,11 +64,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Blocks between Amp's synced head and the newest committed block, per network (polled every streams[].head_poll_interval)."}, []string{"stream", "network"}),
 		backfillLeft: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "backfill_blocks_remaining",
 			Help: "Blocks the stream's backfill has still to publish before the hand-over to live (0 once live)."}, stream),
+		labelMisses: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "label_misses_total",
+			Help: "Rows from Amp whose key a label file (streams[].labels) lacks: dropped by an inner join, or published with null labels by a left join."},
+			[]string{"stream", "outcome"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.polled, m.batchesCommitted, m.reorgs, m.reorgDepth,
 			m.retractions, m.reconnects, m.restarts, m.reconciliations, m.checkpointTime, m.checkpointErrors,
-			m.behindSource, m.committedBlock, m.behindHead, m.backfillLeft)
+			m.behindSource, m.committedBlock, m.behindHead, m.backfillLeft, m.labelMisses)
 	}
 	return m
 }
@@ -82,6 +87,9 @@ func (m *Metrics) Init(stream string, networks ...string) {
 		c.WithLabelValues(stream)
 	}
 	m.reorgDepth.WithLabelValues(stream)
+	for _, outcome := range []string{"dropped", "null"} {
+		m.labelMisses.WithLabelValues(stream, outcome)
+	}
 	for _, g := range []*prometheus.GaugeVec{m.checkpointTime, m.backfillLeft} {
 		g.WithLabelValues(stream)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/labels"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
@@ -198,8 +199,12 @@ type Stream struct {
 	encCfg      encode.Config
 	enc         *encode.Encoder
 	retractor   *encode.Retractor
-	topic       string
-	out         encode.Batch
+	// labels are the stream's label files, read at its first start; join
+	// binds them to Amp's schema (nil without labels: labels.go).
+	labels *labels.Set
+	join   *labels.Joiner
+	topic  string
+	out    encode.Batch
 	// limit bounds a record's size: the smaller of kafka.batch_max_bytes
 	// and the data topic's max.message.bytes (recordLimit).
 	limit recordLimit
@@ -314,7 +319,7 @@ func Permanent(err error) bool {
 		offsets.ErrUnsupportedFormat, offsets.ErrMalformedEvent, offsets.ErrRedisAuth, offsets.ErrRedisPermission, offsets.ErrRedisTLS,
 		source.ErrPermanent,
 		encode.ErrUnsupportedType, encode.ErrNameCollision, encode.ErrIncompatible, encode.ErrKeyColumn, encode.ErrSchemaChanged,
-		config.ErrInvalid} {
+		config.ErrInvalid, labels.ErrInvalid, labels.ErrSchemaChanged} {
 		if errors.Is(err, p) {
 			return true
 		}
@@ -373,6 +378,9 @@ func (r *Stream) connect(ctx context.Context) error {
 	schema, err := r.deps.Amp.Schema(ctx, r.cfg.SQL)
 	if err != nil {
 		return fmt.Errorf("planning the stream's SQL at Amp: %w", NoAnswer(AmpService(r.deps.Amp), err))
+	}
+	if schema, err = r.bindLabels(schema); err != nil {
+		return err
 	}
 	r.schema = schema
 	r.fingerprint = fingerprintOf(r.cfg.SQL, schema)
@@ -713,8 +721,11 @@ func (r *Stream) handle(ctx context.Context, env source.Envelope) error {
 	}
 	rows := 0
 	if env.Batch != nil {
+		r.deps.Metrics.polled.WithLabelValues(r.cfg.ID).Add(float64(env.Batch.NumRows()))
+		if err := r.joinLabels(&env); err != nil {
+			return err
+		}
 		rows = int(env.Batch.NumRows())
-		r.deps.Metrics.polled.WithLabelValues(r.cfg.ID).Add(float64(rows))
 	}
 	if r.enc == nil && len(env.Ranges) > 0 {
 		nets := make([]string, len(env.Ranges))
