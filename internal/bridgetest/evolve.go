@@ -3,7 +3,6 @@ package bridgetest
 import (
 	"context"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 )
@@ -28,11 +28,13 @@ func PublishAcrossSchemaChange(ctx context.Context, t testing.TB, c *Changelog, 
 	t.Helper()
 	require.NoError(t, c.Sim.SetHiddenColumns([]string{column}))
 	s, p := c.StartRun(t, name)
+	// One block at a time, each committed before the next: the reorg
+	// below replaces the last one only, not the batch of the history.
+	s.RequireCaughtUp(ctx, t, p)
 	for range 3 {
 		c.Sim.Mine(1)
-		time.Sleep(100 * time.Millisecond)
+		s.RequireCaughtUp(ctx, t, p)
 	}
-	s.RequireCaughtUp(ctx, t, p)
 	require.Equal(t, 0, p.Term(30*time.Second), "bridge exit code; log tail:\n%s", p.Tail(30))
 
 	require.NoError(t, c.Sim.SetHiddenColumns(nil))
@@ -41,9 +43,8 @@ func PublishAcrossSchemaChange(ctx context.Context, t testing.TB, c *Changelog, 
 	p = Start(t, s.Bin, s.CfgPath, log)
 	for range 3 {
 		c.Sim.Mine(1)
-		time.Sleep(100 * time.Millisecond)
+		s.RequireCaughtUp(ctx, t, p)
 	}
-	s.RequireCaughtUp(ctx, t, p)
 	require.NoError(t, c.Sim.Reorg(4, 5)) // 3 blocks after the change, 1 before
 	upTo = s.RequireCaughtUp(ctx, t, p)
 	require.Equal(t, 0, p.Term(30*time.Second), "bridge exit code; log tail:\n%s", p.Tail(30))
@@ -53,7 +54,12 @@ func PublishAcrossSchemaChange(ctx context.Context, t testing.TB, c *Changelog, 
 	require.Positive(t, v.Retracted, "the reorg retracted nothing; bridge verify:\n%s", v.Out)
 
 	ids := s.liveSchemaIDs(ctx, t)
-	first := slices.Min(mapValues(ids))
+	rc, err := sr.NewClient(sr.URLs(s.Registry))
+	require.NoError(t, err)
+	versions, err := rc.Schemas(ctx, encode.ValueSubject(s.Topic))
+	require.NoError(t, err)
+	require.Len(t, versions, 2, "the value subject's versions: before and after the change")
+	first := versions[0].ID
 	old = map[uint64]bool{}
 	for b, id := range ids {
 		if id == first {
@@ -63,14 +69,6 @@ func PublishAcrossSchemaChange(ctx context.Context, t testing.TB, c *Changelog, 
 	require.NotEmpty(t, old, "no live rows of the first schema")
 	require.Less(t, len(old), len(ids), "no live rows of the second schema")
 	return s, upTo, old
-}
-
-func mapValues(m map[uint64]int) []int {
-	out := make([]int, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
 }
 
 // liveSchemaIDs reads the run's data topic (read_committed) and returns,
