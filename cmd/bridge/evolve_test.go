@@ -15,7 +15,6 @@ import (
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/pipeline"
-	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
 )
@@ -344,21 +343,6 @@ func TestRunSchemaEvolutionModes(t *testing.T) {
 		require.ErrorIs(t, err, offsets.ErrFingerprintChanged)
 		assert.ErrorContains(t, err, "schema evolution needs a schema registry (registry.url)")
 	})
-}
-
-// TestIntegrationSchemaEvolution runs the evolution scenarios against a
-// private Apache Kafka broker and redis-server (srfake as the registry: the
-// bridge's own checker decides).
-func TestIntegrationSchemaEvolution(t *testing.T) {
-	broker := testenv.StartKafkaBroker(t)
-	rs := testenv.StartRedisServer(t)
-	svc := func(t *testing.T) services {
-		s := fakeServices(t)
-		s.name, s.brokers, s.redis, s.flush = "private", []string{broker.Addr()}, rs.Addr(), nil
-		return s
-	}
-	t.Run("evolution", func(t *testing.T) { scenarioSchemaEvolution(t, svc(t)) })
-	t.Run("refused", func(t *testing.T) { scenarioSchemaEvolutionRefused(t, svc(t)) })
 }
 
 // TestRunSchemaEvolutionDatasetVersion: Amp's dataset gains a column that
