@@ -36,7 +36,7 @@ INSTALL_GOLANGCI_LINT = echo "== building golangci-lint $(GOLANGCI_LINT_VERSION)
 	GOBIN=$(CURDIR)/$$tmp $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) && \
 	mv $$tmp/golangci-lint $(GOLANGCI_LINT) && rmdir $$tmp
 # Variables that point tests at real services; cleared for the unit pass.
-SERVICE_VARS := BRIDGE_TEST_KAFKA_SEEDS BRIDGE_TEST_REDIS_ADDR BRIDGE_TEST_REGISTRY_URL \
+SERVICE_VARS := BRIDGE_TEST_KAFKA_SEEDS BRIDGE_TEST_REDIS_ADDR BRIDGE_TEST_REGISTRY_URL BRIDGE_TEST_REGISTRY_HOME \
 	BRIDGE_TEST_PYTHON BRIDGE_TEST_REDIS_SERVER_BIN BRIDGE_TEST_KAFKA_HOME BRIDGE_TEST_REQUIRE
 
 .PHONY: test check unit lint-ci integration services services-stop services-status build bench bench-e2e lint pydeps clean
@@ -111,7 +111,7 @@ integration:
 		echo "== integration tests against real services:"; \
 		echo "   Apache Kafka $$BRIDGE_TEST_KAFKA_VERSION (KRaft, Maven Central jars) at $$BRIDGE_TEST_KAFKA_SEEDS"; \
 		echo "   redis-server $$BRIDGE_TEST_REDIS_VERSION at $$BRIDGE_TEST_REDIS_ADDR (appendonly yes, appendfsync always)"; \
-		echo "   schema registry: $$BRIDGE_TEST_REGISTRY_KIND (franz-go sr/srfake via cmd/devstack) at $$BRIDGE_TEST_REGISTRY_URL"; \
+		echo "   schema registry: $$BRIDGE_TEST_REGISTRY_KIND $${BRIDGE_TEST_REGISTRY_VERSION:-} (Confluent API, compatibility enforced unless srfake) at $$BRIDGE_TEST_REGISTRY_URL"; \
 		echo "   python: $$BRIDGE_TEST_PYTHON ($$BRIDGE_TEST_PYTHON_VERSIONS)"; \
 		BRIDGE_TEST_REQUIRE=all $(GO) test -race -run Integration -count=1 -timeout 25m ./... || rc=$$?; \
 	fi; \

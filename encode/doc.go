@@ -107,12 +107,16 @@
 // # Framing and registry
 //
 // With a registry, Registry.Prepare registers <topic>-value (and <topic>-key)
-// before anything is produced, after checking BACKWARD compatibility against
-// the latest version both locally (CheckBackward: the Avro resolution rules,
-// so an incompatible change fails on every registry, including stubs whose
-// compatibility endpoint always answers yes) and with the registry; an
-// incompatible schema is an *IncompatibleError naming the subject and the
-// field. Records then carry the Confluent header (0 + 4-byte big-endian id).
+// before anything is produced. The registry's verdict on compatibility is
+// the one that counts: a refusal is an *IncompatibleError with what the
+// registry said and, from the bridge's own BACKWARD check (CheckBackward: the
+// Avro resolution rules), the offending field; a change the registry accepts
+// although the bridge's check finds it incompatible (a level of NONE, or a
+// stub such as srfake) is registered with a warning naming the field.
+// NewRegistryClient builds the client from a RegistryConfig (TLS with a CA
+// file, mutual TLS, basic or bearer auth); refused credentials and failed
+// TLS handshakes are *RegistryAccessErrors naming the keys to fix. Records
+// then carry the Confluent header (0 + 4-byte big-endian id).
 // Without a registry they carry the single-object header (C3 01 + 8-byte
 // little-endian CRC-64-AVRO fingerprint of the Parsing Canonical Form).
 //

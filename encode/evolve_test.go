@@ -108,15 +108,20 @@ func TestRegistryEvolveTransitive(t *testing.T) {
 	}
 }
 
-// TestRegistryRefusalHonoured: a registry whose compatibility check says no
-// stops a change the bridge's own checker accepts.
+// TestRegistryRefusalHonoured: a registry that refuses a new version (409)
+// stops a change the bridge's own checker accepts, and the refusal quotes
+// it.
 func TestRegistryRefusalHonoured(t *testing.T) {
 	fake := srfake.NewRegistry()
+	posts := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method == http.MethodPost && strings.HasPrefix(req.URL.Path, "/compatibility/") {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(`{"is_compatible":false,"messages":["FULL_TRANSITIVE: reader has no default for field x"]}`))
-			return
+		if req.Method == http.MethodPost && strings.HasPrefix(req.URL.Path, "/subjects/") && strings.HasSuffix(req.URL.Path, "/versions") {
+			if posts++; posts > 1 {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusConflict)
+				_, _ = w.Write([]byte(`{"error_code":409,"message":"FULL_TRANSITIVE: reader has no default for field x"}`))
+				return
+			}
 		}
 		fake.Handler().ServeHTTP(w, req)
 	}))
@@ -130,6 +135,7 @@ func TestRegistryRefusalHonoured(t *testing.T) {
 	s2 := arrow.NewSchema(append(s1.Fields(), opt("x", arrow.PrimitiveTypes.Int64)), nil)
 	err = reg.PrepareRule(t.Context(), "t", newTestEncoder(t, cfg, s2), RuleBackward)
 	require.ErrorIs(t, err, ErrIncompatible)
-	assert.ErrorContains(t, err, "the registry says: FULL_TRANSITIVE: reader has no default for field x")
+	assert.ErrorContains(t, err, "the registry refused the new schema")
+	assert.ErrorContains(t, err, "FULL_TRANSITIVE: reader has no default for field x")
 	assert.ErrorContains(t, err, "registered schema: ")
 }

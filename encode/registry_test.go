@@ -1,6 +1,8 @@
 package encode
 
 import (
+	"bytes"
+	"log/slog"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -63,7 +65,14 @@ func TestCheckBackward(t *testing.T) {
 	}
 }
 
-func TestRegistryPrepare(t *testing.T) {
+// TestIntegrationRegistryPrepare registers a stream's subjects on srfake and
+// on the registry of deploy/local (Apicurio Registry): Confluent-framed
+// records with the registered ids, the same ids for the same schemas, a new
+// id for a compatible change, and an incompatible change that the registry's
+// verdict decides (refused by Apicurio, accepted with a warning by srfake).
+// Named TestIntegration* so that make test's integration pass runs it
+// against the real registry.
+func TestIntegrationRegistryPrepare(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	for _, b := range testenv.RegistryBackends(t) {
@@ -116,17 +125,36 @@ func TestRegistryPrepare(t *testing.T) {
 			kid3, _ := enc3.KeyFraming().ID()
 			assert.Equal(t, kid, kid3)
 
-			// A non-nullable column added: refused before anything is produced,
-			// naming the subject and the field; nothing registered.
+			// A non-nullable column added, under BACKWARD: the registry's
+			// verdict decides. A registry that enforces it (Apicurio, a
+			// Confluent registry) refuses it before anything is produced; the
+			// error has what the registry said and the field the bridge's check
+			// names; nothing is registered. srfake accepts every schema: the
+			// bridge registers it and warns, naming the field.
+			for _, res := range cl.SetCompatibility(ctx, sr.SetCompatibility{Level: sr.CompatBackward}, ValueSubject(topic)) {
+				require.NoError(t, res.Err)
+			}
+			var logs bytes.Buffer
+			reg = NewRegistry(cl, WithRegistryLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 			s3 := arrow.NewSchema(append(s2.Fields(), req("required", arrow.PrimitiveTypes.Int64)), nil)
 			enc4 := newTestEncoder(t, cfg, s3)
 			before := enc4.ValueFraming()
 			err = reg.Prepare(ctx, topic, enc4)
+			if b.Name == "srfake" {
+				require.NoError(t, err, "srfake's verdict is yes")
+				assert.Contains(t, logs.String(), "not BACKWARD compatible")
+				assert.Contains(t, logs.String(), "field=before.required")
+				return
+			}
 			require.ErrorIs(t, err, ErrIncompatible)
 			var ie *IncompatibleError
 			require.ErrorAs(t, err, &ie)
 			assert.Equal(t, ValueSubject(topic), ie.Subject)
 			assert.Equal(t, "before.required", ie.Field)
+			assert.NotEmpty(t, ie.Registry, "the registry's own words")
+			assert.Contains(t, err.Error(), "the registry refused the new schema")
+			assert.Contains(t, err.Error(), "nothing was registered or published; to go on")
+			t.Logf("the refusal: %v", err)
 			assert.Equal(t, before, enc4.ValueFraming(), "encoder unchanged on error")
 			vers, err = cl.SubjectVersions(ctx, ValueSubject(topic))
 			require.NoError(t, err)

@@ -31,10 +31,9 @@
 //     not attempt the commit (kerr.OperationNotAttempted or
 //     TransactionAbortable: the sink issues EndTransaction(TryAbort)).
 //     Nothing is visible; retry from the checkpoint with the same Producer.
-//   - ErrFenced: ProducerFenced, InvalidProducerEpoch,
-//     TransactionalIDAuthorizationFailed or ClusterAuthorizationFailed.
-//     Another instance runs this stream (or the credentials changed): stop
-//     and exit non-zero. An InvalidProducerEpoch of a transaction open for
+//   - ErrFenced: ProducerFenced or InvalidProducerEpoch. Another instance
+//     runs this stream: stop and exit non-zero. An InvalidProducerEpoch of
+//     a transaction open for
 //     longer than TransactionTimeout is the broker's abort of it (it bumps
 //     the epoch) and is ErrUnknownOutcome instead.
 //   - ErrUnknownOutcome: EndTransaction failed without a definite answer
@@ -44,8 +43,23 @@
 //     have committed.
 //   - ErrDeliveryFailed: the at-least-once counterpart of ErrAborted; some
 //     records may be visible.
+//   - ErrNotAuthorized (*AuthorizationError): the brokers refused a
+//     request for a missing ACL (TopicAuthorizationFailed,
+//     TransactionalIDAuthorizationFailed, ClusterAuthorizationFailed). The
+//     error names the ACL, the principal (Config.Principal) and the
+//     kafka-acls.sh command that grants it; a failed record's transaction
+//     is aborted (ErrAborted too), a refused transactional id leaves the
+//     Producer unusable. Permanent: RequiredACLs lists what the bridge
+//     needs.
 //
-// After ErrFenced or ErrUnknownOutcome the Producer refuses all work.
+// After ErrFenced, ErrUnknownOutcome or a refused transactional id the
+// Producer refuses all work.
+//
+// The first connection of every client (NewProducer, NewReader, NewAdmin)
+// names what the brokers refuse: ErrAuthentication (the password),
+// ErrSASLMechanism (a mechanism the listener does not enable),
+// ErrUntrustedCertificate (the broker's certificate), ErrClientCertificate
+// (the client's, for mutual TLS).
 //
 // # Topics
 //

@@ -1,27 +1,34 @@
 package sink
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Sentinel errors callers branch on with errors.Is. Every error the
 // transaction API returns wraps exactly one of ErrFenced, ErrUnknownOutcome,
-// ErrAborted or ErrDeliveryFailed (or a context/usage error), so the run loop
-// can map it to one outcome (style H10).
+// ErrAborted or ErrDeliveryFailed, or an *AuthorizationError
+// (ErrNotAuthorized: the producer is unusable and nothing was committed),
+// or is a context/usage error, so the run loop can map it to one outcome
+// (style H10). An aborted transaction whose record a missing ACL failed
+// wraps both ErrAborted and ErrNotAuthorized.
 var (
 	// ErrFenced means another producer with the same transactional id took
 	// over (ProducerFenced, InvalidProducerEpoch of a transaction younger
-	// than the transaction timeout) or the producer lost the
-	// right to use its transactional id (TransactionalIDAuthorizationFailed,
-	// ClusterAuthorizationFailed). The Producer is unusable; the process
+	// than the transaction timeout). The Producer is unusable; the process
 	// must stop and exit non-zero: a second bridge instance is running the
-	// same stream, or its credentials changed.
+	// same stream. A refused transactional id (a missing ACL) is not
+	// fencing: it is an *AuthorizationError (ErrNotAuthorized).
 	ErrFenced = errors.New("producer fenced: another instance owns this transactional id")
 
 	// ErrUnknownOutcome means EndTransaction(commit) failed in a way that
@@ -365,21 +372,53 @@ var (
 	// kafka.tls.ca_file's). It is permanent: retrying meets the same
 	// certificate.
 	ErrUntrustedCertificate = errors.New("kafka broker's TLS certificate is not trusted")
+	// ErrSASLMechanism means the broker's listener does not enable the
+	// configured SASL mechanism (kafka.sasl.mechanism), or uses no SASL at
+	// all. It is permanent.
+	ErrSASLMechanism = errors.New("kafka SASL mechanism not enabled on the broker's listener")
+	// ErrClientCertificate means a broker that requires mutual TLS refused
+	// the client certificate (kafka.tls.cert_file): none was given, it
+	// expired or is not yet valid, or the broker does not trust its CA. It
+	// is permanent.
+	ErrClientCertificate = errors.New("kafka broker refused the client certificate")
 )
 
 // connectError explains a failed first connection (the Ping of a new
-// client) to the brokers of cfg: a refused SASL password wraps
-// ErrAuthentication and names the keys that set it, a broker certificate of
-// an untrusted CA wraps ErrUntrustedCertificate and names kafka.tls.ca_file;
-// both are permanent. Anything else (an address, a broker down) is returned
-// as it was, with the keys to check.
-func connectError(cfg Config, err error) error {
+// client) to the brokers of cfg; each named cause is permanent:
+//   - a refused SASL password wraps ErrAuthentication and names the keys
+//     that set it;
+//   - a mechanism the listener does not enable (UNSUPPORTED_SASL_MECHANISM,
+//     with the ones it enables when a handshake without credentials tells),
+//     or SASL against a listener without it (ILLEGAL_SASL_STATE), wraps
+//     ErrSASLMechanism;
+//   - a broker certificate of an untrusted CA wraps ErrUntrustedCertificate
+//     and names kafka.tls.ca_file;
+//   - a client certificate the broker refuses (none, expired, not yet
+//     valid, or of a CA it does not trust: the bridge looks at its own
+//     certificate to tell) wraps ErrClientCertificate.
+//
+// Anything else (an address, a broker down) is returned as it was, with the
+// keys to check.
+func connectError(ctx context.Context, cfg Config, err error) error {
 	var unknownCA x509.UnknownAuthorityError
 	switch {
 	case errors.Is(err, kerr.SaslAuthenticationFailed):
 		return fmt.Errorf("connecting to kafka %v: %w: the brokers refused user %q (kafka.sasl.username) with mechanism %s (kafka.sasl.mechanism); "+
 			"check the password in kafka.sasl.password_file or BRIDGE_KAFKA_SASL_PASSWORD: %w",
 			cfg.Brokers, ErrAuthentication, cfg.SASL.Username, cfg.SASL.Mechanism, err)
+	case errors.Is(err, kerr.UnsupportedSaslMechanism):
+		enabled := ""
+		if ms := enabledMechanisms(ctx, cfg); len(ms) > 0 {
+			enabled = fmt.Sprintf(" (it enables %s)", strings.Join(ms, ", "))
+		}
+		return fmt.Errorf("connecting to kafka %v: %w: the brokers' listener does not enable kafka.sasl.mechanism %s%s; "+
+			"set kafka.sasl.mechanism to one it enables, or enable %s on the listener (sasl.enabled.mechanisms): %w",
+			cfg.Brokers, ErrSASLMechanism, cfg.SASL.Mechanism, enabled, cfg.SASL.Mechanism, err)
+	case cfg.SASL.Mechanism != "" && errors.Is(err, kerr.IllegalSaslState):
+		return fmt.Errorf("connecting to kafka %v: %w: kafka.sasl.mechanism is %s but the brokers' listener at this address does not take SASL "+
+			"(an SSL or PLAINTEXT listener answers a SASL handshake with ILLEGAL_SASL_STATE); "+
+			"use the brokers' SASL_SSL port in kafka.brokers, or remove kafka.sasl: %w",
+			cfg.Brokers, ErrSASLMechanism, cfg.SASL.Mechanism, err)
 	case errors.As(err, &unknownCA):
 		fix := "the broker's certificate is not signed by a CA of the system: set kafka.tls.ca_file to the CA that signed it"
 		if cfg.TLS.CAFile != "" {
@@ -387,6 +426,79 @@ func connectError(cfg Config, err error) error {
 				cfg.TLS.CAFile)
 		}
 		return fmt.Errorf("connecting to kafka %v: %w: %s: %w", cfg.Brokers, ErrUntrustedCertificate, fix, err)
+	case cfg.TLS.Enabled && refusedCertificate(err):
+		return fmt.Errorf("connecting to kafka %v: %w: %s: %w", cfg.Brokers, ErrClientCertificate, clientCertProblem(cfg, time.Now()), err)
 	}
 	return fmt.Errorf("connecting to kafka %v (check kafka.brokers, kafka.tls and kafka.sasl): %w", cfg.Brokers, err)
+}
+
+// refusedCertificate reports whether err is a TLS alert from the broker
+// about the client's certificate. Java's TLS stack sends bad_certificate
+// when it got none, and certificate_unknown (Go: "unknown certificate")
+// for one it cannot verify, expired or of an untrusted CA alike.
+func refusedCertificate(err error) bool {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
+		return false
+	}
+	switch op.Err.Error() {
+	case "tls: bad certificate", "tls: unknown certificate", "tls: certificate required", "tls: unknown certificate authority",
+		"tls: certificate expired", "tls: unsupported certificate", "tls: certificate revoked", "tls: access denied":
+		return true
+	}
+	return false
+}
+
+// clientCertProblem says why the broker refused the client certificate of
+// cfg, from the certificate itself: the broker's alert does not tell.
+func clientCertProblem(cfg Config, now time.Time) string {
+	if cfg.TLS.CertFile == "" {
+		return "the broker requires a client certificate (ssl.client.auth=required) and none is configured: " +
+			"set kafka.tls.cert_file and kafka.tls.key_file to a certificate signed by a CA in the broker's ssl.truststore"
+	}
+	cert, err := firstCert(cfg.TLS.CertFile)
+	if err != nil {
+		return fmt.Sprintf("the broker refused the client certificate in kafka.tls.cert_file %s (reading it: %v)", cfg.TLS.CertFile, err)
+	}
+	switch {
+	case now.After(cert.NotAfter):
+		return fmt.Sprintf("the client certificate in kafka.tls.cert_file %s (subject %s) expired at %s: renew it and set kafka.tls.cert_file and kafka.tls.key_file to the new one",
+			cfg.TLS.CertFile, cert.Subject, cert.NotAfter.UTC().Format(time.RFC3339))
+	case now.Before(cert.NotBefore):
+		return fmt.Sprintf("the client certificate in kafka.tls.cert_file %s (subject %s) is not valid before %s: check the clocks, or use a certificate valid now",
+			cfg.TLS.CertFile, cert.Subject, cert.NotBefore.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("the broker does not trust the client certificate in kafka.tls.cert_file %s (subject %s, issuer %s): "+
+		"use a certificate signed by a CA in the broker's ssl.truststore, or add its issuer there",
+		cfg.TLS.CertFile, cert.Subject, cert.Issuer)
+}
+
+// enabledMechanisms asks a broker which SASL mechanisms its listener
+// enables: a SaslHandshake for cfg's mechanism on a connection without
+// credentials is answered with the list. It returns nil when it cannot
+// tell (bounded by the dial timeout).
+func enabledMechanisms(ctx context.Context, cfg Config) []string {
+	probe := cfg
+	probe.SASL = SASLConfig{}
+	opts, err := probe.clientOpts(slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.RequestRetries(0))...)
+	if err != nil {
+		return nil
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	req := kmsg.NewPtrSASLHandshakeRequest()
+	req.Version = 1
+	req.Mechanism = string(cfg.SASL.Mechanism)
+	for _, seed := range cl.SeedBrokers() {
+		resp, err := req.RequestWith(ctx, seed)
+		if err == nil && len(resp.SupportedMechanisms) > 0 {
+			return resp.SupportedMechanisms
+		}
+	}
+	return nil
 }

@@ -281,7 +281,10 @@ func TestCanceledFlushAborts(t *testing.T) {
 	}
 }
 
-func TestFencedByInitProducerIDAuthorization(t *testing.T) {
+// TestInitProducerIDAuthorizationIsNotFencing: a refused transactional id
+// is a missing ACL that the error names, never "another instance" (the
+// real broker's refusal: TestIntegrationACLs).
+func TestInitProducerIDAuthorizationIsNotFencing(t *testing.T) {
 	c, cfg := newCluster(t)
 	c.ControlKey(int16(kmsg.InitProducerID), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		resp := kreq.ResponseKind().(*kmsg.InitProducerIDResponse)
@@ -289,9 +292,11 @@ func TestFencedByInitProducerIDAuthorization(t *testing.T) {
 		return resp, nil, true
 	})
 	_, err := NewProducer(testCtx(t), cfg, "s", Deps{})
-	require.Error(t, err)
-	assert.ErrorIs(t, err, ErrFenced)
+	require.ErrorIs(t, err, ErrNotAuthorized)
+	assert.NotErrorIs(t, err, ErrFenced)
+	assert.NotContains(t, err.Error(), "another instance")
 	assert.ErrorContains(t, err, "sinktest.s")
+	assert.ErrorContains(t, err, "--operation Write --transactional-id sinktest. --resource-pattern-type prefixed")
 }
 
 func TestDeleteRecordsHelperCluster(t *testing.T) {

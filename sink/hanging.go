@@ -28,6 +28,7 @@ import (
 type HangingCheck struct {
 	adm       *kadm.Client
 	log       *slog.Logger
+	cfg       Config
 	bootstrap string
 	ids       []string
 	// before is the coordinator's state of each id before the
@@ -42,7 +43,7 @@ type HangingCheck struct {
 // broker or credentials that cannot describe transactions make the check
 // a no-op: Check then finds nothing.
 func (a *Admin) PrepareHangingCheck(ctx context.Context, txnIDs ...string) (*HangingCheck, error) {
-	h := &HangingCheck{adm: a.adm, log: a.log, bootstrap: strings.Join(a.brokers, ","), ids: txnIDs,
+	h := &HangingCheck{adm: a.adm, log: a.log, cfg: a.cfg, bootstrap: strings.Join(a.brokers, ","), ids: txnIDs,
 		before: make(map[string]kadm.DescribedTransaction, len(txnIDs))}
 	if len(txnIDs) == 0 {
 		return h, nil
@@ -110,6 +111,14 @@ func (h *HangingCheck) Check(ctx context.Context, topics ...string) error {
 		s.Add(t)
 	}
 	prods, err := h.adm.DescribeProducers(ctx, s)
+	if errors.Is(err, kerr.TopicAuthorizationFailed) {
+		// Read on the topics is one of the bridge's ACLs (RequiredACLs): a
+		// principal without it cannot rebuild its checkpoint from the
+		// control topic either, so it fails here, at the start, and not
+		// when a recovery needs it.
+		return h.cfg.authError(fmt.Errorf("describing the producers of %v: %w", topics, err),
+			fmt.Sprintf("describing the producers of topics %v (the check for transactions left open)", topics), OpRead, "", topics...)
+	}
 	if err != nil && unsupported(err) {
 		h.log.Warn("cannot describe the producers of the stream's topics: the check for transactions left open by the broker is skipped",
 			"topics", topics, "err", err)
@@ -120,7 +129,9 @@ func (h *HangingCheck) Check(ctx context.Context, topics ...string) error {
 	}
 	for _, dp := range prods.SortedPartitions() {
 		if dp.Err != nil {
-			return fmt.Errorf("describing the producers of %s/%d: %w", dp.Topic, dp.Partition, dp.Err)
+			// DescribeProducers needs Read on the topic.
+			return h.cfg.authError(fmt.Errorf("describing the producers of %s/%d: %w", dp.Topic, dp.Partition, dp.Err),
+				fmt.Sprintf("describing the producers of topic %q (the check for transactions left open)", dp.Topic), OpRead, "", dp.Topic)
 		}
 	}
 	var found []error

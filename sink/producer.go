@@ -266,7 +266,7 @@ func NewProducer(ctx context.Context, cfg Config, id string, deps Deps) (*Produc
 	// while the producer id load would retry until ctx ends.
 	if err := p.cl.Ping(ctx); err != nil {
 		p.cl.Close()
-		return nil, connectError(cfg, err)
+		return nil, connectError(ctx, cfg, err)
 	}
 	if _, _, err := p.cl.ProducerID(ctx); err != nil {
 		p.cl.Close()
@@ -278,6 +278,9 @@ func NewProducer(ctx context.Context, cfg Config, id string, deps Deps) (*Produc
 
 func (p *Producer) initError(err error) error {
 	switch {
+	case isAuthorization(err):
+		return fmt.Errorf("initializing producer id for %s: %w", p.txnID,
+			p.cfg.authError(err, "initializing the producer id", OpWrite, p.txnID, "<each of the stream's topics>"))
 	case isFenced(err):
 		return fmt.Errorf("%w: initializing producer id for %s: %w", ErrFenced, p.txnID, err)
 	case errors.Is(err, kerr.InvalidTransactionTimeout):
@@ -320,6 +323,11 @@ func (p *Producer) Begin() error {
 	}
 	if p.eos {
 		if err := p.cl.BeginTransaction(); err != nil {
+			if isAuthorization(err) {
+				err = p.cfg.authError(err, "beginning a transaction", OpWrite, p.txnID)
+				p.broken = err
+				return fmt.Errorf("beginning transaction on %s: %w", p.txnID, err)
+			}
 			if isFenced(err) {
 				p.broken = ErrFenced
 				return fmt.Errorf("%w: beginning transaction on %s: %w", ErrFenced, p.txnID, err)
@@ -390,6 +398,9 @@ func (p *Producer) Produce(ctx context.Context, rec Record) error {
 	}
 	done := t.fep.Promise()
 	p.cl.Produce(ctx, kr, func(r *kgo.Record, err error) {
+		if isAuthorization(err) {
+			err = p.cfg.authError(err, fmt.Sprintf("producing to topic %q", r.Topic), OpWrite, p.txnID, r.Topic)
+		}
 		if err != nil {
 			e := err // only a failure's error goes to the heap
 			t.failed.CompareAndSwap(nil, &e)
@@ -498,6 +509,13 @@ func (p *Producer) Commit(ctx context.Context) (Committed, error) {
 		case err == nil:
 		case errors.Is(err, kerr.OperationNotAttempted), errors.Is(err, kerr.TransactionAbortable):
 			return Committed{}, p.abort(ctx, "not_attempted", fmt.Errorf("ending transaction (commit not attempted): %w", err))
+		case isAuthorization(err):
+			// The coordinator refused the EndTxn: nothing was committed,
+			// and the transaction stays open until its timeout.
+			p.finish(t, "unauthorized")
+			err = p.cfg.authError(err, "committing a transaction", OpWrite, p.txnID)
+			p.broken = err
+			return Committed{}, fmt.Errorf("committing transaction %s (nothing was committed): %w", p.txnID, err)
 		case p.expiredEpoch(t, err):
 			p.finish(t, "expired")
 			p.broken = ErrUnknownOutcome
@@ -574,6 +592,13 @@ func (p *Producer) abort(ctx context.Context, reason string, cause error) error 
 		cause = fmt.Errorf("producing: %w", recErr)
 	}
 	switch {
+	case isAuthorization(endErr):
+		// The coordinator refused the abort: nothing was committed, and the
+		// transaction stays open until its timeout.
+		p.finish(t, "unauthorized")
+		endErr = p.cfg.authError(endErr, "aborting a transaction", OpWrite, p.txnID)
+		p.broken = endErr
+		return fmt.Errorf("aborting transaction %s (nothing was committed): %w", p.txnID, errors.Join(cause, endErr))
 	case fenced && p.expiredEpoch(t, cause, recErr, endErr):
 		p.finish(t, "expired")
 		p.broken = ErrUnknownOutcome
@@ -777,12 +802,12 @@ func (p *Producer) expiredErr(t *txn, doing string, err error) error {
 		ErrUnknownOutcome, doing, p.txnID, p.now().Sub(t.began).Round(time.Millisecond), p.cfg.TransactionTimeout, err)
 }
 
-// isFenced reports whether err means the producer lost its transactional id.
+// isFenced reports whether err means another producer took the
+// transactional id over. A missing ACL is not that (isAuthorization): it
+// says which ACL to grant instead of blaming another instance.
 func isFenced(err error) bool {
 	return err != nil && (errors.Is(err, kerr.ProducerFenced) ||
-		errors.Is(err, kerr.InvalidProducerEpoch) ||
-		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) ||
-		errors.Is(err, kerr.ClusterAuthorizationFailed))
+		errors.Is(err, kerr.InvalidProducerEpoch))
 }
 
 // classifyRecordErr marks a record error no retry can fix: a record above

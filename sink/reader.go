@@ -83,7 +83,7 @@ func NewReader(ctx context.Context, cfg Config, deps Deps) (*Reader, error) {
 	}
 	if err := cl.Ping(ctx); err != nil {
 		cl.Close()
-		return nil, connectError(cfg, err)
+		return nil, connectError(ctx, cfg, err)
 	}
 	return &Reader{cfg: cfg, cl: cl, adm: kadm.NewClient(cl), log: deps.Logger, dec: kgo.DefaultDecompressor()}, nil
 }
@@ -94,7 +94,14 @@ func (r *Reader) Close() { r.cl.Close() }
 // EndOffsets returns the last stable offset per partition of topic (what a
 // read_committed consumer reads up to).
 func (r *Reader) EndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
-	return listOffsets(ctx, r.adm.ListCommittedOffsets, topic)
+	out, err := listOffsets(ctx, r.adm.ListCommittedOffsets, topic)
+	return out, r.authError(err, topic)
+}
+
+// authError classifies a refusal of a read of topic: the Reader needs Read
+// on it (which implies the Describe that listing offsets needs).
+func (r *Reader) authError(err error, topic string) error {
+	return r.cfg.authError(err, fmt.Sprintf("reading topic %q", topic), OpRead, "", topic)
 }
 
 // Brokers returns the seed brokers the reader connects to (for messages).
@@ -102,13 +109,15 @@ func (r *Reader) Brokers() []string { return r.cfg.Brokers }
 
 // StartOffsets returns the log start offset per partition of topic.
 func (r *Reader) StartOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
-	return listOffsets(ctx, r.adm.ListStartOffsets, topic)
+	out, err := listOffsets(ctx, r.adm.ListStartOffsets, topic)
+	return out, r.authError(err, topic)
 }
 
 // highWatermarks returns the high watermark (end of the log, committed or
 // not) per partition of topic.
 func (r *Reader) highWatermarks(ctx context.Context, topic string) (map[int32]int64, error) {
-	return listOffsets(ctx, r.adm.ListEndOffsets, topic)
+	out, err := listOffsets(ctx, r.adm.ListEndOffsets, topic)
+	return out, r.authError(err, topic)
 }
 
 // waitStable waits until the last stable offset of topic/partition reaches
@@ -475,7 +484,7 @@ func (r *Reader) fetchEach(ctx context.Context, topic string, partition int32, f
 		if leader < 0 {
 			m, err := freshMetadata(ctx, r.cl, topic)
 			if err != nil {
-				return err
+				return r.authError(err, topic)
 			}
 			l, ok := m.leaders[partition]
 			if !ok {
@@ -513,7 +522,7 @@ func (r *Reader) fetchEach(ctx context.Context, topic string, partition int32, f
 			}
 			continue
 		default:
-			return fmt.Errorf("fetching %s/%d at %d: %w", topic, partition, next, perr)
+			return r.authError(fmt.Errorf("fetching %s/%d at %d: %w", topic, partition, next, perr), topic)
 		}
 		fp, after := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 			Offset:         next,

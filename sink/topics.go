@@ -192,6 +192,7 @@ type Admin struct {
 	adm     *kadm.Client
 	log     *slog.Logger
 	brokers []string // for the operator's commands in errors
+	cfg     Config   // for the principal and the ACL commands in errors
 }
 
 // NewAdmin creates an admin client. ctx bounds the first connection.
@@ -210,9 +211,9 @@ func NewAdmin(ctx context.Context, cfg Config, deps Deps) (*Admin, error) {
 	}
 	if err := cl.Ping(ctx); err != nil {
 		cl.Close()
-		return nil, connectError(cfg, err)
+		return nil, connectError(ctx, cfg, err)
 	}
-	return &Admin{cl: cl, adm: kadm.NewClient(cl), log: deps.Logger, brokers: cfg.Brokers}, nil
+	return &Admin{cl: cl, adm: kadm.NewClient(cl), log: deps.Logger, brokers: cfg.Brokers, cfg: cfg}, nil
 }
 
 // Close closes the client.
@@ -257,7 +258,7 @@ func (a *Admin) EnsureTopics(ctx context.Context, specs ...TopicSpec) ([]TopicSt
 	}
 	md, err := a.adm.Metadata(ctx, names...)
 	if err != nil {
-		return nil, fmt.Errorf("reading metadata of topics %v: %w", names, err)
+		return nil, a.cfg.authError(fmt.Errorf("reading metadata of topics %v: %w", names, err), "reading metadata of topics", "", "", names...)
 	}
 	states := make([]TopicState, len(specs))
 	for i, s := range specs {
@@ -271,7 +272,7 @@ func (a *Admin) EnsureTopics(ctx context.Context, specs ...TopicSpec) ([]TopicSt
 				return nil, &DataTopicLostError{Topic: s.Name, Missing: true, RecordedID: s.ExpectedID}
 			}
 			if err != nil {
-				return nil, err
+				return nil, a.cfg.authError(err, fmt.Sprintf("reading metadata of topic %q", s.Name), "", "", s.Name)
 			}
 			states[i].Partitions, states[i].ID = int32(len(m.leaders)), topicIDString(m.id)
 			if err := a.checkLost(ctx, n, states[i]); err != nil {
@@ -288,7 +289,10 @@ func (a *Admin) EnsureTopics(ctx context.Context, specs ...TopicSpec) ([]TopicSt
 			continue
 		}
 		if ok && td.Err != nil && !errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
-			return nil, fmt.Errorf("reading metadata of topic %q: %w", s.Name, td.Err)
+			// Without Describe (implied by Read or Write) Kafka answers
+			// TOPIC_AUTHORIZATION_FAILED whether or not the topic exists.
+			return nil, a.cfg.authError(fmt.Errorf("reading metadata of topic %q: %w", s.Name, td.Err),
+				fmt.Sprintf("reading metadata of topic %q", s.Name), "", "", s.Name)
 		}
 		created, err := a.create(ctx, n)
 		if err != nil {
@@ -303,7 +307,8 @@ func (a *Admin) EnsureTopics(ctx context.Context, specs ...TopicSpec) ([]TopicSt
 	}
 	rcs, err := a.adm.DescribeTopicConfigs(ctx, names...)
 	if err != nil {
-		return nil, fmt.Errorf("describing configs of topics %v: %w", names, err)
+		return nil, a.cfg.authError(fmt.Errorf("describing configs of topics %v: %w", names, err),
+			"describing configs of topics", OpDescribeConfigs, "", names...)
 	}
 	for i, s := range specs {
 		n := s.normalized()
@@ -312,7 +317,8 @@ func (a *Admin) EnsureTopics(ctx context.Context, specs ...TopicSpec) ([]TopicSt
 			err = rc.Err
 		}
 		if err != nil {
-			return nil, fmt.Errorf("describing config of topic %q: %w", s.Name, err)
+			return nil, a.cfg.authError(fmt.Errorf("describing config of topic %q: %w", s.Name, err),
+				fmt.Sprintf("describing the config of topic %q", s.Name), OpDescribeConfigs, "", s.Name)
 		}
 		st := &states[i]
 		st.CleanupPolicy, st.RetentionMs = CleanupDelete, 0
@@ -372,8 +378,14 @@ func (a *Admin) create(ctx context.Context, s TopicSpec) (bool, error) {
 		return false, &TopicError{Topic: s.Name,
 			Problem: fmt.Sprintf("the cluster cannot create it with %d partitions (%v %s)", s.Partitions, err, resp.ErrMessage),
 			Fix:     "set " + key + " to a count the cluster allows"}
-	case errors.Is(err, kerr.PolicyViolation), errors.Is(err, kerr.InvalidConfig), errors.Is(err, kerr.TopicAuthorizationFailed),
-		errors.Is(err, kerr.ClusterAuthorizationFailed):
+	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
+		// Create on the topic, or on the cluster, allows it.
+		return false, &AuthorizationError{Doing: fmt.Sprintf("creating topic %q", s.Name), Principal: a.cfg.Principal(),
+			Missing:      ACL{Resource: ResourceTopic, Name: s.Name, Operation: OpCreate},
+			Alternatives: []ACL{{Resource: ResourceCluster, Name: "kafka-cluster", Operation: OpCreate}},
+			Bootstrap:    strings.Join(a.brokers, ","),
+			Err:          fmt.Errorf("%w %s (or create the topic yourself with the partitions, cleanup.policy and retention the bridge expects)", err, resp.ErrMessage)}
+	case errors.Is(err, kerr.PolicyViolation), errors.Is(err, kerr.InvalidConfig):
 		return false, &TopicError{Topic: s.Name, Problem: fmt.Sprintf("the cluster refuses to create it: %v %s", err, resp.ErrMessage),
 			Fix: "create the topic yourself with the partitions, cleanup.policy and retention the bridge expects, or grant CREATE on it"}
 	default:
@@ -398,7 +410,8 @@ func (a *Admin) checkLost(ctx context.Context, s TopicSpec, st TopicState) error
 		return &DataTopicLostError{Topic: s.Name, Missing: true, RecordedID: s.ExpectedID}
 	}
 	if err != nil {
-		return fmt.Errorf("checking the end offsets of topic %q against the stream's committed offsets: %w", s.Name, err)
+		return a.cfg.authError(fmt.Errorf("checking the end offsets of topic %q against the stream's committed offsets: %w", s.Name, err),
+			fmt.Sprintf("listing the offsets of topic %q", s.Name), "", "", s.Name)
 	}
 	for _, p := range slices.Sorted(maps.Keys(s.CommittedEnd)) {
 		if end, ok := ends[p]; !ok || end < s.CommittedEnd[p] {
@@ -506,13 +519,15 @@ func (a *Admin) check(s TopicSpec, st TopicState) error {
 // consumer reads up to: the last stable offset (the high watermark when no
 // transaction is open).
 func (a *Admin) EndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
-	return listOffsets(ctx, a.adm.ListCommittedOffsets, topic)
+	out, err := listOffsets(ctx, a.adm.ListCommittedOffsets, topic)
+	return out, a.cfg.authError(err, fmt.Sprintf("listing the offsets of topic %q", topic), "", "", topic)
 }
 
 // StartOffsets returns, per partition of topic, the log start offset
 // (records below it were deleted by retention or DeleteRecords).
 func (a *Admin) StartOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
-	return listOffsets(ctx, a.adm.ListStartOffsets, topic)
+	out, err := listOffsets(ctx, a.adm.ListStartOffsets, topic)
+	return out, a.cfg.authError(err, fmt.Sprintf("listing the offsets of topic %q", topic), "", "", topic)
 }
 
 func listOffsets(ctx context.Context, fn func(context.Context, ...string) (kadm.ListedOffsets, error), topic string) (map[int32]int64, error) {

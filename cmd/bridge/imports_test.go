@@ -20,7 +20,7 @@ func TestImportGraph(t *testing.T) {
 		"reorg":         {},
 		"schemas":       {},
 		"source":        {"reorg", "internal/tlsconfig"},
-		"encode":        {"reorg", "schemas"},
+		"encode":        {"reorg", "schemas", "internal/tlsconfig"}, // registry.tls
 		"sink":          {"internal/tlsconfig"},
 		"offsets":       {"reorg", "schemas", "internal/tlsconfig"},
 		"source/ampsim": {"reorg", "source", "internal/tlsconfig"},

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -134,7 +133,7 @@ func (b *bridge) connect(ctx context.Context, needs need) error {
 			}
 			b.admin = a
 			return nil
-		}, nil)
+		}, pipeline.Permanent) // a refused password, certificate or mechanism does not fix itself
 		if err != nil {
 			return fmt.Errorf("connecting to Kafka: %w", pipeline.NoAnswer(pipeline.KafkaService(b.kafka.Brokers), err))
 		}
@@ -197,18 +196,17 @@ func (b *bridge) openStore(ctx context.Context) error {
 func (b *bridge) openRegistry(ctx context.Context) error {
 	cfg := b.cfg
 	if cfg.Registry.URL != "" {
-		opts := []sr.ClientOpt{sr.URLs(cfg.Registry.URL), sr.HTTPClient(&http.Client{Timeout: cfg.Registry.Timeout})}
-		if cfg.Registry.Username != "" {
-			opts = append(opts, sr.BasicAuth(cfg.Registry.Username, string(cfg.Registry.Password)))
-		}
-		cl, err := sr.NewClient(opts...)
+		rc := cfg.SchemaRegistry()
+		cl, err := encode.NewRegistryClient(rc)
 		if err != nil {
 			return fmt.Errorf("configuring the schema registry client: %w", err)
 		}
-		b.registry, b.regClient = encode.NewRegistry(cl), cl
+		b.registry = encode.NewRegistry(cl, encode.WithRegistryConfig(rc), encode.WithRegistryLogger(b.log.With("component", "registry")))
+		b.regClient = cl
 		if b.wait {
 			// Wait for it at start: every stream registers its schemas first.
-			if err := b.waitFor(ctx, "the registry at "+cfg.Registry.URL, b.pingRegistry, nil); err != nil {
+			// Refused credentials or certificates do not fix themselves.
+			if err := b.waitFor(ctx, "the registry at "+cfg.Registry.URL, b.pingRegistry, pipeline.Permanent); err != nil {
 				return err
 			}
 		}
@@ -218,10 +216,7 @@ func (b *bridge) openRegistry(ctx context.Context) error {
 
 // pingRegistry lists the registry's subjects.
 func (b *bridge) pingRegistry(ctx context.Context) error {
-	if _, err := b.regClient.Subjects(ctx); err != nil {
-		return fmt.Errorf("registry at %s: %w", b.cfg.Registry.URL, err)
-	}
-	return nil
+	return b.registry.Ping(ctx)
 }
 
 // probes are the health probes of the shared services a run uses.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,9 +33,11 @@ const (
 	secretKafkaPassword = "s3cr3t-sasl-password-XYZ"
 	secretRedisPassword = "s3cr3t-redis-password-XYZ"
 	secretRegistryPass  = "s3cr3t-registry-password-XYZ"
+	secretRegistryToken = "s3cr3t-registry-token-XYZ"
 	// The wrong ones of the failing runs are secrets too.
 	wrongAmpToken     = "wr0ng-amp-token-XYZ"
 	wrongRegistryPass = "wr0ng-registry-password-XYZ"
+	wrongRegistryTok  = "wr0ng-registry-token-XYZ"
 	wrongRedisPass    = "wr0ng-redis-password-XYZ"
 	wrongKafkaPass    = "wr0ng-sasl-password-XYZ"
 )
@@ -54,7 +57,8 @@ func freeAddr(t *testing.T) string {
 // every secret set and really used (the Amp token on a TLS simulator that
 // requires it, the SASL/SCRAM password and a client key file on a kfake
 // cluster that requires both, the Redis password on a miniredis that
-// requires it, the registry password on an srfake that requires it), then
+// requires it, the registry password and then its bearer token, with a client
+// certificate, on an srfake behind mutual TLS that requires them), then
 // `bridge status`, then failing runs (a refused Amp token, a wrong
 // registry, Redis or SASL password), and checks that none of its
 // output (logs, errors, /metrics, /readyz, /livez, status) holds a secret
@@ -79,8 +83,24 @@ func TestSecretsNeverShown(t *testing.T) {
 	mr := miniredis.RunT(t)
 	mr.RequireAuth(secretRedisPassword)
 
-	reg := srfake.New(srfake.WithAuth("Basic " + base64.StdEncoding.EncodeToString([]byte("registry-user:"+secretRegistryPass))))
-	t.Cleanup(reg.Close)
+	// The registry: srfake behind mutual TLS, taking the basic-auth password
+	// or the bearer token.
+	reg := srfake.NewRegistry()
+	basic, bearer := "Basic "+base64.StdEncoding.EncodeToString([]byte("registry-user:"+secretRegistryPass)), "Bearer "+secretRegistryToken
+	regSrv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a := r.Header.Get("Authorization"); a != basic && a != bearer {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"error_code":401,"message":"Unauthorized"}`)
+			return
+		}
+		reg.Handler().ServeHTTP(w, r)
+	}))
+	rtls := pki.ServerTLS()
+	rtls.ClientAuth, rtls.ClientCAs = tls.RequireAndVerifyClientCert, pki.Pool
+	regSrv.TLS = rtls
+	regSrv.StartTLS()
+	t.Cleanup(regSrv.Close)
 
 	tokenFile := filepath.Join(dir, "amp-token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(secretAmpToken+"\n"), 0o600))
@@ -101,6 +121,7 @@ kafka:
   sasl: {mechanism: SCRAM-SHA-512, username: bridge}
 registry:
   url: %s
+  tls: {enabled: true, ca_file: %s, cert_file: %s, key_file: %s}
   username: registry-user
 checkpoint:
   redis: {addr: %s, key_prefix: secrets}
@@ -116,7 +137,7 @@ streams:
     head_poll_interval: 50ms
     transaction: {max_age: 20ms}
 `, sim.Addr(), pki.CAFile, tokenFile, strings.Join(kc.ListenAddrs(), ", "), pki.CAFile, pki.ClientCertFile, pki.ClientKeyFile,
-		reg.URL(), mr.Addr(), httpAddr), 0o600))
+		regSrv.URL, pki.CAFile, pki.ClientCertFile, pki.ClientKeyFile, mr.Addr(), httpAddr), 0o600))
 	t.Setenv("BRIDGE_KAFKA_SASL_PASSWORD", secretKafkaPassword)
 	t.Setenv("BRIDGE_REGISTRY_PASSWORD", secretRegistryPass)
 	t.Setenv("BRIDGE_CHECKPOINT_REDIS_PASSWORD", secretRedisPassword)
@@ -195,6 +216,25 @@ streams:
 	show("refused token status", fmt.Sprintf("exit %d\n%s%s", code, stdout, stderr))
 	require.NoError(t, os.WriteFile(tokenFile, []byte(secretAmpToken+"\n"), 0o600))
 
+	// The registry's bearer token instead of basic auth: bridge verify
+	// reads the schemas with it; a wrong one stops the start.
+	yml, err := os.ReadFile(path)
+	require.NoError(t, err)
+	regTokenFile := filepath.Join(dir, "registry-token")
+	require.NoError(t, os.WriteFile(regTokenFile, []byte(secretRegistryToken+"\n"), 0o600))
+	tokenPath := filepath.Join(dir, "bridge-token.yaml")
+	require.NoError(t, os.WriteFile(tokenPath, []byte(strings.Replace(string(yml), "username: registry-user", "token_file: "+regTokenFile, 1)), 0o600))
+	t.Setenv("BRIDGE_REGISTRY_PASSWORD", "") // a password without registry.username is refused
+	code, stdout, stderr = runCLI(t.Context(), "verify", "-c", tokenPath)
+	assert.Equal(t, 0, code, "verify with the registry token: %s%s", stdout, stderr)
+	show("verify with the registry token", stdout.String()+stderr.String())
+	require.NoError(t, os.WriteFile(regTokenFile, []byte(wrongRegistryTok+"\n"), 0o600))
+	code, stdout, stderr = runCLI(t.Context(), "run", "-c", tokenPath)
+	assert.Equal(t, 1, code, stderr.String())
+	assert.Contains(t, stderr.String(), "the token was refused", "a refused registry token is named")
+	show("refused registry token run", stdout.String()+stderr.String())
+	t.Setenv("BRIDGE_REGISTRY_PASSWORD", secretRegistryPass)
+
 	// The start fails on a wrong registry password and on a wrong Redis
 	// password (startup_timeout ends the wait); the error is printed.
 	for _, tc := range []struct{ name, env, value, wantErr string }{
@@ -215,8 +255,8 @@ streams:
 	}
 
 	// No secret anywhere, nor any line of the client key's PEM body.
-	secrets := []string{secretAmpToken, secretKafkaPassword, secretRedisPassword, secretRegistryPass,
-		wrongAmpToken, wrongRegistryPass, wrongRedisPass, wrongKafkaPass}
+	secrets := []string{secretAmpToken, secretKafkaPassword, secretRedisPassword, secretRegistryPass, secretRegistryToken,
+		wrongAmpToken, wrongRegistryPass, wrongRegistryTok, wrongRedisPass, wrongKafkaPass}
 	blk, _ := pem.Decode(pki.ClientKeyPEM)
 	require.NotNil(t, blk)
 	body := base64.StdEncoding.EncodeToString(blk.Bytes)

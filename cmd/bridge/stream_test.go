@@ -35,6 +35,12 @@ type services struct {
 	redis    string
 	registry string
 	flush    func(t testing.TB) // empties the checkpoint store
+	// kafkaTLS and sasl secure the connection to the brokers.
+	kafkaTLS config.TLSConfig
+	sasl     config.SASLConfig
+	// prepare, when set, runs on each harness's configuration before the
+	// bridge starts (the secured broker's ACLs for its topics).
+	prepare func(t testing.TB, cfg *config.Config)
 }
 
 // fakeServices starts kfake, miniredis and srfake for one test.
@@ -84,9 +90,13 @@ func newHarness(t testing.TB, svc services, simCfg ampsim.Config, retention uint
 		Streams: []config.StreamConfig{{ID: id, SQL: "SELECT * FROM eth_rpc.transactions SETTINGS stream = true",
 			Topic: id + ".txs", RetentionBlocks: retention, Transaction: config.TxnBudget{MaxRows: 100000, MaxAge: 20 * time.Millisecond}}},
 	}
+	cfg.Kafka.TLS, cfg.Kafka.SASL = svc.kafkaTLS, svc.sasl
 	cfg.Defaults()
 	cfg.HTTP.Addr = "off"
 	require.NoError(t, cfg.Validate())
+	if svc.prepare != nil {
+		svc.prepare(t, cfg)
+	}
 	return &harness{t: t, sim: sim, cfg: cfg, svc: svc, seen: map[string]int{}, lastOf: map[string]uint64{}}
 }
 

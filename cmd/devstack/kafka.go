@@ -18,12 +18,13 @@ import (
 
 // kafkaReady retries one full round trip against the broker until it works
 // or ctx ends.
-func kafkaReady(ctx context.Context, logger *slog.Logger, out io.Writer, brokers string) error {
+// opts are further client options (a SASL user).
+func kafkaReady(ctx context.Context, logger *slog.Logger, out io.Writer, brokers string, opts ...kgo.Opt) error {
 	seeds := strings.Split(brokers, ",")
 	start := time.Now()
 	var last error
 	for attempt := 1; ; attempt++ {
-		version, err := roundTrip(ctx, seeds)
+		version, err := roundTrip(ctx, seeds, opts...)
 		if err == nil {
 			fmt.Fprintf(out, "kafka ready at %s after %s (ApiVersions guess: %s)\n",
 				brokers, time.Since(start).Round(10*time.Millisecond), version)
@@ -39,7 +40,7 @@ func kafkaReady(ctx context.Context, logger *slog.Logger, out io.Writer, brokers
 	}
 }
 
-func roundTrip(ctx context.Context, seeds []string) (string, error) {
+func roundTrip(ctx context.Context, seeds []string, opts ...kgo.Opt) (string, error) {
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", fmt.Errorf("reading random bytes: %w", err)
@@ -50,12 +51,12 @@ func roundTrip(ctx context.Context, seeds []string) (string, error) {
 	stepCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(seeds...),
-		kgo.TransactionalID("devstack-ready-"+suffix),
+		kgo.TransactionalID("devstack-ready-" + suffix),
 		kgo.DefaultProduceTopic(topic),
 		kgo.RequestRetries(2),
-	)
+	}, opts...)...)
 	if err != nil {
 		return "", fmt.Errorf("creating client: %w", err)
 	}

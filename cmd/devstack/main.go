@@ -22,7 +22,9 @@ import (
 const usage = `usage: devstack <command> [flags]
 
 commands:
-  kafka-ready -brokers HOST:PORT[,...] [-timeout 90s]
+  kafka-ready -brokers HOST:PORT[,...] [-timeout 90s] [-sasl-user U -sasl-password-file F]
+  kafka-acls  -brokers HOST:PORT -principal User:P[,...] -topic-prefix P -txn-prefix P [-sasl-user U -sasl-password-file F]
+  pki         -dir DIR
   registry    -addr 127.0.0.1:PORT [-addr-file FILE]
   registry-ready -url http://HOST:PORT
   kfake       [-port 0] [-addr-file FILE] [-blackhole]
@@ -53,15 +55,52 @@ func run(ctx context.Context, logger *slog.Logger, out io.Writer, args []string)
 	case "kafka-ready":
 		brokers := fs.String("brokers", "", "comma-separated seed brokers (required)")
 		timeout := fs.Duration("timeout", 90*time.Second, "how long to wait for the broker")
+		var admin adminAuth
+		fs.StringVar(&admin.user, "sasl-user", "", "SASL PLAIN user (plaintext listener)")
+		fs.StringVar(&admin.passwordFile, "sasl-password-file", "", "file holding the SASL user's password")
 		if err := fs.Parse(rest); err != nil {
 			return fmt.Errorf("parsing flags: %w", err)
 		}
 		if *brokers == "" {
 			return errors.New("kafka-ready needs -brokers HOST:PORT")
 		}
+		opts, err := admin.opts()
+		if err != nil {
+			return err
+		}
 		ctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
-		return kafkaReady(ctx, logger, out, *brokers)
+		return kafkaReady(ctx, logger, out, *brokers, opts...)
+	case "kafka-acls":
+		brokers := fs.String("brokers", "", "comma-separated seed brokers (required)")
+		principals := fs.String("principal", "", "comma-separated principals to grant the bridge's ACLs to, e.g. User:bridge")
+		var g aclGrant
+		fs.StringVar(&g.topicPrefix, "topic-prefix", "", "the topics' name prefix")
+		fs.StringVar(&g.txnPrefix, "txn-prefix", "", "the transactional ids' prefix")
+		var admin adminAuth
+		fs.StringVar(&admin.user, "sasl-user", "", "SASL PLAIN super user (plaintext listener)")
+		fs.StringVar(&admin.passwordFile, "sasl-password-file", "", "file holding the super user's password")
+		if err := fs.Parse(rest); err != nil {
+			return fmt.Errorf("parsing flags: %w", err)
+		}
+		if *brokers == "" {
+			return errors.New("kafka-acls needs -brokers HOST:PORT")
+		}
+		if *principals != "" {
+			g.principals = strings.Split(*principals, ",")
+		}
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return grantACLs(ctx, out, *brokers, admin, g)
+	case "pki":
+		dir := fs.String("dir", "", "directory to write the PEM files into (required)")
+		if err := fs.Parse(rest); err != nil {
+			return fmt.Errorf("parsing flags: %w", err)
+		}
+		if *dir == "" {
+			return errors.New("pki needs -dir DIR")
+		}
+		return writePKI(out, *dir)
 	case "registry":
 		addr := fs.String("addr", "127.0.0.1:0", "address to listen on")
 		addrFile := fs.String("addr-file", "", "write the bound address to this file once listening")

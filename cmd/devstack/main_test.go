@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"io"
 	"log/slog"
 	"os"
@@ -29,6 +31,11 @@ func TestRunErrors(t *testing.T) {
 		{name: "unknown command", args: []string{"nope"}, errContains: `"nope"`},
 		{name: "kafka-ready without brokers", args: []string{"kafka-ready"}, errContains: "-brokers"},
 		{name: "registry-ready without url", args: []string{"registry-ready"}, errContains: "-url"},
+		{name: "kafka-acls without brokers", args: []string{"kafka-acls"}, errContains: "-brokers"},
+		{name: "kafka-acls without principal", args: []string{"kafka-acls", "-brokers", "127.0.0.1:1"}, errContains: "-principal"},
+		{name: "kafka-ready without the password file", args: []string{"kafka-ready", "-brokers", "127.0.0.1:1", "-sasl-user", "admin",
+			"-sasl-password-file", "/nonexistent"}, errContains: "reading the SASL password"},
+		{name: "pki without dir", args: []string{"pki"}, errContains: "-dir"},
 		{name: "freeport out of range", args: []string{"freeport", "-n", "0"}, errContains: "want 1..100"},
 		{name: "bad flag", args: []string{"freeport", "-x"}, errContains: "parsing flags"},
 	}
@@ -95,4 +102,30 @@ func freeTestPort(t *testing.T) string {
 	var out bytes.Buffer
 	require.NoError(t, freePorts(t.Context(), &out, 1))
 	return strings.TrimSpace(out.String())
+}
+
+// TestPKIWritesTrustedFiles: devstack pki writes a CA and the two
+// certificates it signed, as the secured local broker reads them.
+func TestPKIWritesTrustedFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tls")
+	var out bytes.Buffer
+	require.NoError(t, run(t.Context(), discard(), &out, []string{"pki", "-dir", dir}))
+	for _, f := range []string{"ca.pem", "server.pem", "server.key", "client.pem", "client.key"} {
+		assert.FileExists(t, filepath.Join(dir, f))
+		assert.Contains(t, out.String(), filepath.Join(dir, f))
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(caPEM))
+	for _, f := range []string{"server.pem", "client.pem"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		require.NoError(t, err)
+		blk, _ := pem.Decode(b)
+		require.NotNil(t, blk)
+		cert, err := x509.ParseCertificate(blk.Bytes)
+		require.NoError(t, err)
+		_, err = cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+		assert.NoError(t, err, "%s is signed by the CA", f)
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -165,16 +164,28 @@ type SASLConfig struct {
 	Password Secret `yaml:"-"`
 }
 
-// RegistryConfig is the Confluent-compatible schema registry.
+// RegistryConfig is the Confluent-compatible schema registry: every field
+// of encode.RegistryConfig is reachable here (see SchemaRegistry).
 type RegistryConfig struct {
 	// URL of the registry; empty means single-object encoding.
 	URL string `yaml:"url"`
+	// TLS for an https:// URL: a CA file instead of the system roots, a
+	// client certificate for mutual TLS.
+	TLS TLSConfig `yaml:"tls"`
 	// Username for basic auth.
 	Username string `yaml:"username"`
 	// PasswordFile holds the basic-auth password; BRIDGE_REGISTRY_PASSWORD may hold it instead.
 	PasswordFile string `yaml:"password_file"`
 	// Password is set only from the environment or PasswordFile.
 	Password Secret `yaml:"-"`
+	// TokenFile holds a bearer token (instead of basic auth);
+	// BRIDGE_REGISTRY_TOKEN may hold it instead.
+	TokenFile string `yaml:"token_file"`
+	// Token is set only from the environment or TokenFile.
+	Token Secret `yaml:"-"`
+	// AllowPlaintextAuth lets a password or token go to an http:// URL.
+	// Default false: refused.
+	AllowPlaintextAuth bool `yaml:"allow_plaintext_auth"`
 	// Timeout bounds each request to the registry. Default 10s.
 	Timeout time.Duration `yaml:"timeout"`
 }
@@ -468,7 +479,7 @@ func (c *Config) defaultsTop() {
 	setDefault(&r.WriteTimeout, rds.WriteTimeout)
 	setDefault(&r.MaxRetries, rds.MaxRetries)
 	setDefault(&c.Checkpoint.Timeout, 10*time.Second)
-	setDefault(&c.Registry.Timeout, 10*time.Second)
+	setDefault(&c.Registry.Timeout, encode.DefaultRegistryConfig().Timeout)
 	setDefault(&c.HTTP.Addr, "127.0.0.1:9464")
 	setDefault(&c.HTTP.ReadyTimeout, 10*time.Second)
 	setDefault(&c.HTTP.LiveTimeout, 5*time.Minute)
@@ -544,14 +555,14 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.Registry.URL != "" {
-		if u, err := url.Parse(c.Registry.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("registry.url", "%q: want http://host:port or https://host:port", c.Registry.URL)
-		}
+		stage(c.SchemaRegistry().Validate())
+	} else if c.Registry.TLS.Enabled || c.Registry.Username != "" || c.Registry.TokenFile != "" {
+		bad("registry.url", "is empty but registry.tls, registry.username or registry.token_file is set; set registry.url or remove them")
 	}
 	for _, d := range []struct {
 		key string
 		v   time.Duration
-	}{{"checkpoint.timeout", c.Checkpoint.Timeout}, {"registry.timeout", c.Registry.Timeout},
+	}{{"checkpoint.timeout", c.Checkpoint.Timeout},
 		{"http.ready_timeout", c.HTTP.ReadyTimeout}, {"http.live_timeout", c.HTTP.LiveTimeout}, {"http.probe_interval", c.HTTP.ProbeInterval}} {
 		if d.v <= 0 {
 			bad(d.key, "%s: want a positive duration such as 10s", d.v)
@@ -767,6 +778,23 @@ func (c *Config) Source() source.Config {
 	s.KeepaliveTime = a.KeepaliveTime
 	s.KeepaliveTimeout = a.KeepaliveTimeout
 	return s
+}
+
+// SchemaRegistry maps registry onto the registry client's configuration.
+// Every field of encode.RegistryConfig is reached by a key under registry.
+func (c *Config) SchemaRegistry() encode.RegistryConfig {
+	r := c.Registry
+	e := encode.DefaultRegistryConfig()
+	e.URL = r.URL
+	e.TLS = r.TLS
+	e.Username = r.Username
+	e.Password = string(r.Password)
+	e.Token = string(r.Token)
+	e.AllowPlaintextAuth = r.AllowPlaintextAuth
+	if r.Timeout != 0 {
+		e.Timeout = r.Timeout
+	}
+	return e
 }
 
 // Redis maps checkpoint.redis onto the Redis store's configuration. Every

@@ -70,6 +70,30 @@ func TestLoadConfigEnvOverridesAndSecrets(t *testing.T) {
 	assert.NotContains(t, fmt.Sprintf("%+v", c.Amp), "file-token")
 }
 
+// TestRegistryConfig: the registry's TLS, basic and bearer settings reach the
+// client's configuration, secrets from the environment or files.
+func TestRegistryConfig(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("bearer-secret\n"), 0o600))
+	c, err := LoadConfig(writeConfig(t, minimalYAML+"registry:\n  url: https://r:8081\n  tls: {enabled: true, ca_file: /ca.pem, cert_file: /c.pem, key_file: /k.pem}\n  token_file: "+tokenFile+"\n"), envMap(nil))
+	require.NoError(t, err)
+	r := c.SchemaRegistry()
+	assert.Equal(t, "bearer-secret", r.Token)
+	assert.Equal(t, "/ca.pem", r.TLS.CAFile)
+	assert.True(t, r.TLS.Enabled)
+	assert.Equal(t, 10*time.Second, r.Timeout)
+	assert.NotContains(t, fmt.Sprintf("%v %+v %#v", c, c, c), "bearer-secret", "secrets never print")
+
+	c, err = LoadConfig(writeConfig(t, minimalYAML+"registry: {url: 'http://r:8081', username: u, allow_plaintext_auth: true}\n"),
+		envMap(map[string]string{"BRIDGE_REGISTRY_PASSWORD": "pw"}))
+	require.NoError(t, err, "allow_plaintext_auth lets basic auth go over http")
+	r = c.SchemaRegistry()
+	assert.Equal(t, "u", r.Username)
+	assert.Equal(t, "pw", r.Password)
+	assert.True(t, r.AllowPlaintextAuth)
+}
+
 func TestLoadConfigErrors(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -105,6 +129,21 @@ func TestLoadConfigErrors(t *testing.T) {
 			[]string{"backfill", "exactly-once"}},
 		{"backfill unknown key", "kafka: {brokers: [a:1]}\nstreams: [{id: a, sql: x, backfill: {enable: true}}]\n", nil,
 			[]string{"enable"}},
+		{"registry url", minimalYAML + "registry: {url: 'registry:8081'}\n", nil, []string{"registry.url", "http://host:port"}},
+		{"registry tls on http", minimalYAML + "registry: {url: 'http://r:8081', tls: {enabled: true}}\n", nil,
+			[]string{"registry.tls.enabled", "https://"}},
+		{"registry tls files without tls", minimalYAML + "registry: {url: 'https://r:8081', tls: {ca_file: ca.pem}}\n", nil,
+			[]string{"registry.tls.ca_file is set but registry.tls.enabled is false"}},
+		{"registry user without password", minimalYAML + "registry: {url: 'https://r:8081', username: u}\n", nil,
+			[]string{"registry.username", "registry.password_file", "BRIDGE_REGISTRY_PASSWORD"}},
+		{"registry password over http", minimalYAML + "registry: {url: 'http://r:8081', username: u}\n",
+			map[string]string{"BRIDGE_REGISTRY_PASSWORD": "pw"}, []string{"clear text", "registry.allow_plaintext_auth"}},
+		{"registry token over http", minimalYAML + "registry: {url: 'http://r:8081'}\n",
+			map[string]string{"BRIDGE_REGISTRY_TOKEN": "tok"}, []string{"clear text", "registry.allow_plaintext_auth"}},
+		{"registry basic and bearer", minimalYAML + "registry: {url: 'https://r:8081', username: u}\n",
+			map[string]string{"BRIDGE_REGISTRY_PASSWORD": "pw", "BRIDGE_REGISTRY_TOKEN": "tok"}, []string{"registry.username", "registry.token_file", "one of them"}},
+		{"registry credentials in url", minimalYAML + "registry: {url: 'https://u:pw@r:8081'}\n", nil, []string{"registry.url holds credentials"}},
+		{"registry options without url", minimalYAML + "registry: {username: u}\n", nil, []string{"registry.url", "is empty"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -197,6 +197,7 @@ func (c *Config) loadSecrets(env func(string) (string, bool)) error {
 		{&c.Amp.Token, "BRIDGE_AMP_TOKEN", c.Amp.TokenFile, "amp.token_file"},
 		{&c.Kafka.SASL.Password, "BRIDGE_KAFKA_SASL_PASSWORD", c.Kafka.SASL.PasswordFile, "kafka.sasl.password_file"},
 		{&c.Registry.Password, "BRIDGE_REGISTRY_PASSWORD", c.Registry.PasswordFile, "registry.password_file"},
+		{&c.Registry.Token, "BRIDGE_REGISTRY_TOKEN", c.Registry.TokenFile, "registry.token_file"},
 		{&c.Checkpoint.Redis.Password, "BRIDGE_CHECKPOINT_REDIS_PASSWORD", c.Checkpoint.Redis.PasswordFile, "checkpoint.redis.password_file"},
 	}
 	var errs []error
@@ -246,7 +247,8 @@ func growStreams(c *Config, env func(string) (string, bool)) {
 
 // secretEnv are the environment variables that hold secrets; they can't be
 // set with -set (a command line is visible to every user of the machine).
-var secretEnv = []string{"BRIDGE_AMP_TOKEN", "BRIDGE_KAFKA_SASL_PASSWORD", "BRIDGE_REGISTRY_PASSWORD", "BRIDGE_CHECKPOINT_REDIS_PASSWORD"}
+var secretEnv = []string{"BRIDGE_AMP_TOKEN", "BRIDGE_KAFKA_SASL_PASSWORD", "BRIDGE_REGISTRY_PASSWORD", "BRIDGE_REGISTRY_TOKEN",
+	"BRIDGE_CHECKPOINT_REDIS_PASSWORD"}
 
 // notConfigEnv are BRIDGE_… variables the project itself uses that are not
 // configuration keys, exempted deliberately: deploy/local/stack.sh,

@@ -30,6 +30,7 @@ var stageInternal = map[string]string{
 	"sink.TLS.InsecureSkipVerify":    "tests only",
 	"source.TLS.InsecureSkipVerify":  "tests only",
 	"offsets.TLS.InsecureSkipVerify": "tests only",
+	"encode.TLS.InsecureSkipVerify":  "tests only",
 }
 
 // leafFields lists the leaf fields of a struct as dotted Go paths.
@@ -88,6 +89,7 @@ func stageConfigs(c *Config) map[string]reflect.Value {
 		"sink":    reflect.ValueOf(c.Sink()),
 		"source":  reflect.ValueOf(c.Source()),
 		"offsets": reflect.ValueOf(c.Redis()),
+		"encode":  reflect.ValueOf(c.SchemaRegistry()),
 	}
 }
 

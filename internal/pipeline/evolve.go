@@ -79,9 +79,18 @@ func (r *Stream) rule() encode.Rule {
 	return encode.RuleBackward
 }
 
-// registerSchemas registers enc's schemas for topic under the stream's rule
-// and loads the schemas of the retained batches into the retractor.
+// registerSchemas registers enc's schemas for topic: after a change of the
+// SQL or of the result schema under the stream id with the stream's rule
+// (encode.Registry.PrepareRule: the bridge's check decides, and the
+// registry's refusal is honoured), else as any registration
+// (encode.Registry.Prepare: the registry's compatibility level decides).
 func (r *Stream) registerSchemas(ctx context.Context, topic string, enc *encode.Encoder) error {
+	if r.changed == "" {
+		if err := r.deps.Registry.Prepare(ctx, topic, enc); err != nil {
+			return fmt.Errorf("registering the schemas of stream %s: %w", r.cfg.ID, err)
+		}
+		return nil
+	}
 	err := r.deps.Registry.PrepareRule(ctx, topic, enc, r.rule())
 	if errors.Is(err, encode.ErrIncompatible) {
 		var next uint64
@@ -95,10 +104,8 @@ func (r *Stream) registerSchemas(ctx context.Context, topic string, enc *encode.
 	if err != nil {
 		return fmt.Errorf("registering the schemas of stream %s: %w", r.cfg.ID, err)
 	}
-	if r.changed != "" {
-		id, _ := enc.ValueFraming().ID()
-		r.log.Info("schema evolved under the stream id", "subject", encode.ValueSubject(topic), "schema_id", id)
-	}
+	id, _ := enc.ValueFraming().ID()
+	r.log.Info("schema evolved under the stream id", "subject", encode.ValueSubject(topic), "schema_id", id)
 	return nil
 }
 

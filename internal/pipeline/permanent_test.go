@@ -41,11 +41,16 @@ func TestPermanentRedisAccess(t *testing.T) {
 	assert.False(t, Permanent(err), "a refused connection is transient: %v", err)
 }
 
-// TestPermanentKafkaAccess: a broker refusing the SASL password, or
-// presenting a certificate of an untrusted CA, stops the stream (the real
-// broker's errors: sink's TestIntegrationSecurity).
+// TestPermanentKafkaAccess: a broker refusing the SASL password or
+// mechanism, presenting a certificate of an untrusted CA, refusing the
+// client certificate, or a missing ACL stops the stream (the real broker's
+// errors: sink's TestIntegrationSecurity, cmd/bridge's
+// TestIntegrationSecureKafka).
 func TestPermanentKafkaAccess(t *testing.T) {
-	for _, kind := range []error{sink.ErrAuthentication, sink.ErrUntrustedCertificate} {
+	acl := &sink.AuthorizationError{Doing: "producing", Principal: "User:bridge",
+		Missing: sink.ACL{Resource: sink.ResourceTopic, Name: "t", Operation: sink.OpWrite}, Err: assert.AnError}
+	assert.True(t, Permanent(fmt.Errorf("stream s: committing: %w", fmt.Errorf("%w: aborted: %w", sink.ErrAborted, acl))), "a missing ACL")
+	for _, kind := range []error{sink.ErrAuthentication, sink.ErrUntrustedCertificate, sink.ErrSASLMechanism, sink.ErrClientCertificate} {
 		err := fmt.Errorf("stream s: creating the producer: %w", fmt.Errorf("connecting to kafka [b:9093]: %w: fix", kind))
 		assert.True(t, Permanent(err), "%v", err)
 	}

@@ -315,10 +315,12 @@ func Permanent(err error) bool {
 	for _, p := range []error{reorg.ErrUnrecoverable, reorg.ErrInvalidRanges,
 		sink.ErrFenced, sink.ErrTopicInvalid, sink.ErrRecordsMissing, sink.ErrRecordTooLarge,
 		sink.ErrOrphanedTransaction, sink.ErrDataTopicLost, sink.ErrAuthentication, sink.ErrUntrustedCertificate,
+		sink.ErrNotAuthorized, sink.ErrSASLMechanism, sink.ErrClientCertificate,
 		offsets.ErrFenced, offsets.ErrStoreAhead, offsets.ErrDiverged, offsets.ErrFingerprintChanged, offsets.ErrInvalid,
 		offsets.ErrUnsupportedFormat, offsets.ErrMalformedEvent, offsets.ErrRedisAuth, offsets.ErrRedisPermission, offsets.ErrRedisTLS,
 		source.ErrPermanent,
 		encode.ErrUnsupportedType, encode.ErrNameCollision, encode.ErrIncompatible, encode.ErrKeyColumn, encode.ErrSchemaChanged,
+		encode.ErrRegistryAuth, encode.ErrRegistryPermission, encode.ErrRegistryTLS,
 		config.ErrInvalid, labels.ErrInvalid, labels.ErrSchemaChanged} {
 		if errors.Is(err, p) {
 			return true

@@ -17,6 +17,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/tlsconfig"
 )
@@ -41,6 +43,8 @@ type KafkaBroker struct {
 	iport     int
 	sec       *SecurityConfig
 	pki       *PKI
+	adminPass string // the super user's password (Authorizer)
+	more      []listener
 }
 
 // BrokerOption configures StartKafkaBroker.
@@ -78,11 +82,40 @@ type SecurityConfig struct {
 	// Users are the SASL users and their passwords (SCRAM users are added at
 	// format time with --add-scram, so neither may hold "," "[" "]" or "=").
 	Users map[string]string
+	// Authorizer turns on KRaft's StandardAuthorizer with
+	// allow.everyone.if.no.acl.found=false: a client may do only what an
+	// ACL allows its principal (User:<SASL user>, User:CN=<subject> for a
+	// client certificate without SASL, User:ANONYMOUS for TLS alone). The
+	// controller and inter-broker listeners then need SASL PLAIN as the
+	// super user testenv-admin (a random password), so that no client
+	// principal is a super user; KafkaBroker.Admin connects as it and
+	// creates the ACLs.
+	Authorizer bool
 }
+
+// AdminUser is the super user of a broker with SecurityConfig.Authorizer.
+const AdminUser = "testenv-admin"
 
 // WithSecurity secures the broker's client listener as s says.
 func WithSecurity(s SecurityConfig) BrokerOption {
 	return func(k *KafkaBroker) { k.sec = &s }
+}
+
+// WithListener adds a further client listener, named name (letters only,
+// e.g. "MTLS"), on a free port of its own (ListenerAddr), secured as s says:
+// one broker then serves clients of several kinds (TLS, mutual TLS, SASL
+// mechanisms), which is cheaper than a broker each. It needs WithSecurity;
+// Authorizer is the broker's (WithSecurity's) for every listener, and the
+// PKI is shared.
+func WithListener(name string, s SecurityConfig) BrokerOption {
+	return func(k *KafkaBroker) { k.more = append(k.more, listener{name: strings.ToUpper(name), sec: s}) }
+}
+
+// listener is a further client listener of WithListener.
+type listener struct {
+	name string
+	port int
+	sec  SecurityConfig
 }
 
 const brokerLog4j = `status = warn
@@ -124,17 +157,37 @@ func StartKafkaBroker(t testing.TB, opts ...BrokerOption) *KafkaBroker {
 	if err != nil {
 		t.Fatalf("starting kafka broker: %v", err)
 	}
+	if len(k.more) > 0 && k.sec == nil {
+		t.Fatalf("starting kafka broker: WithListener needs WithSecurity")
+	}
+	for i := range k.more {
+		if err == nil {
+			k.more[i].port, err = freePort()
+		}
+		if k.more[i].name == "" || strings.Trim(k.more[i].name, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" ||
+			slices.Contains([]string{"CLIENT", "CONTROLLER", "INTERNAL", "PLAINTEXT"}, k.more[i].name) {
+			t.Fatalf("starting kafka broker: WithListener name %q must be letters, and not CLIENT, CONTROLLER, INTERNAL or PLAINTEXT", k.more[i].name)
+		}
+	}
+	if err != nil {
+		t.Fatalf("starting kafka broker: %v", err)
+	}
 	if k.sec != nil {
-		if k.sec.ClientAuth && !k.sec.TLS {
-			t.Fatalf("starting kafka broker: SecurityConfig.ClientAuth needs TLS")
+		for _, l := range k.listeners() {
+			if l.sec.ClientAuth && !l.sec.TLS {
+				t.Fatalf("starting kafka broker: SecurityConfig.ClientAuth of listener %s needs TLS", l.name)
+			}
+			switch l.sec.SASL {
+			case "", "PLAIN", "SCRAM-SHA-512":
+			default:
+				t.Fatalf("starting kafka broker: SecurityConfig.SASL %q of listener %s is not \"\", PLAIN or SCRAM-SHA-512", l.sec.SASL, l.name)
+			}
+			if l.sec.TLS && k.pki == nil {
+				k.pki = NewPKI(t)
+			}
 		}
-		switch k.sec.SASL {
-		case "", "PLAIN", "SCRAM-SHA-512":
-		default:
-			t.Fatalf("starting kafka broker: SecurityConfig.SASL %q is not \"\", PLAIN or SCRAM-SHA-512", k.sec.SASL)
-		}
-		if k.sec.TLS {
-			k.pki = NewPKI(t)
+		if k.sec.Authorizer {
+			k.adminPass = clusterID()
 		}
 	}
 	if err := k.format(); err != nil {
@@ -161,6 +214,23 @@ func (k *KafkaBroker) AdvertisedAddr() string {
 		return k.clientAt
 	}
 	return k.Addr()
+}
+
+// ListenerAddr returns the host:port of the listener of WithListener named
+// name ("" if there is none).
+func (k *KafkaBroker) ListenerAddr(name string) string {
+	for _, l := range k.more {
+		if l.name == strings.ToUpper(name) {
+			return "127.0.0.1:" + strconv.Itoa(l.port)
+		}
+	}
+	return ""
+}
+
+// listeners returns the secured client listeners: CLIENT (WithSecurity) at
+// Addr, then WithListener's.
+func (k *KafkaBroker) listeners() []listener {
+	return append([]listener{{name: "CLIENT", port: k.port, sec: *k.sec}}, k.more...)
 }
 
 // PKI returns the certificates of a TLS broker (WithSecurity), nil otherwise.
@@ -289,9 +359,15 @@ listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,INTERNAL
 	}
 	args := append(k.jvmArgs(), "kafka.tools.StorageTool", "format",
 		"-t", clusterID(), "-c", filepath.Join(k.dir, "server.properties"), "--ignore-formatted")
-	if k.sec != nil && k.sec.SASL == "SCRAM-SHA-512" {
-		for _, name := range slices.Sorted(maps.Keys(k.sec.Users)) {
-			args = append(args, "--add-scram", fmt.Sprintf("SCRAM-SHA-512=[name=%s,password=%s]", name, k.sec.Users[name]))
+	if k.sec != nil {
+		scram := map[string]string{}
+		for _, l := range k.listeners() {
+			if l.sec.SASL == "SCRAM-SHA-512" {
+				maps.Copy(scram, l.sec.Users)
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(scram)) {
+			args = append(args, "--add-scram", fmt.Sprintf("SCRAM-SHA-512=[name=%s,password=%s]", name, scram[name]))
 		}
 	}
 	out, err := exec.CommandContext(context.Background(), k.java, args...).CombinedOutput()
@@ -301,25 +377,49 @@ listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,INTERNAL
 	return nil
 }
 
-// securityProps returns the server.properties lines of WithSecurity: the
-// client listener CLIENT (SSL, SASL_SSL or SASL_PLAINTEXT) at Addr, and a
-// plaintext INTERNAL listener for inter-broker traffic.
+// securityProps returns the server.properties lines of WithSecurity and
+// WithListener: the client listener CLIENT (SSL, SASL_SSL or
+// SASL_PLAINTEXT) at Addr, the further ones, and an INTERNAL listener for
+// inter-broker traffic (plaintext, or SASL PLAIN as the super user with an
+// Authorizer, like the controller's).
 func (k *KafkaBroker) securityProps() string {
-	proto := "PLAINTEXT"
-	switch {
-	case k.sec.TLS && k.sec.SASL != "":
-		proto = "SASL_SSL"
-	case k.sec.TLS:
-		proto = "SSL"
-	case k.sec.SASL != "":
-		proto = "SASL_PLAINTEXT"
+	inner := "PLAINTEXT"
+	if k.sec.Authorizer {
+		inner = "SASL_PLAINTEXT"
+	}
+	ls := k.listeners()
+	var names, advertised, protos []string
+	for _, l := range ls {
+		addr := "127.0.0.1:" + strconv.Itoa(l.port)
+		if l.name == "CLIENT" {
+			addr = k.AdvertisedAddr()
+		}
+		names = append(names, fmt.Sprintf("%s://127.0.0.1:%d", l.name, l.port))
+		advertised = append(advertised, l.name+"://"+addr)
+		protos = append(protos, l.name+":"+l.sec.protocol())
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `listeners=CLIENT://127.0.0.1:%[1]d,CONTROLLER://127.0.0.1:%[2]d,INTERNAL://127.0.0.1:%[3]d
-advertised.listeners=CLIENT://%[4]s,INTERNAL://127.0.0.1:%[3]d
+	fmt.Fprintf(&b, `listeners=%[1]s,CONTROLLER://127.0.0.1:%[2]d,INTERNAL://127.0.0.1:%[3]d
+advertised.listeners=%[4]s,INTERNAL://127.0.0.1:%[3]d
 inter.broker.listener.name=INTERNAL
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,CLIENT:%[5]s,INTERNAL:PLAINTEXT
-`, k.port, k.cport, k.iport, k.AdvertisedAddr(), proto)
+listener.security.protocol.map=CONTROLLER:%[6]s,%[5]s,INTERNAL:%[6]s
+`, strings.Join(names, ","), k.cport, k.iport, strings.Join(advertised, ","), strings.Join(protos, ","), inner)
+	if k.sec.Authorizer {
+		// The broker talks to its own controller and to itself as the super
+		// user; a client principal (ANONYMOUS on a TLS listener, too) is not one.
+		jaas := fmt.Sprintf(`org.apache.kafka.common.security.plain.PlainLoginModule required username="%[1]s" password="%[2]s" user_%[1]s="%[2]s";`,
+			AdminUser, k.adminPass)
+		fmt.Fprintf(&b, `authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=false
+super.users=User:%[1]s
+sasl.mechanism.controller.protocol=PLAIN
+sasl.mechanism.inter.broker.protocol=PLAIN
+listener.name.controller.sasl.enabled.mechanisms=PLAIN
+listener.name.controller.plain.sasl.jaas.config=%[2]s
+listener.name.internal.sasl.enabled.mechanisms=PLAIN
+listener.name.internal.plain.sasl.jaas.config=%[2]s
+`, AdminUser, jaas)
+	}
 	// A properties value is one line: "\n" escapes become newlines on load.
 	inline := func(path string) string {
 		pem, err := os.ReadFile(path)
@@ -328,31 +428,47 @@ listener.security.protocol.map=CONTROLLER:PLAINTEXT,CLIENT:%[5]s,INTERNAL:PLAINT
 		}
 		return strings.ReplaceAll(strings.TrimSpace(string(pem)), "\n", `\n`)
 	}
-	if k.sec.TLS {
-		b.WriteString("listener.name.client.ssl.keystore.type=PEM\n")
-		fmt.Fprintf(&b, "listener.name.client.ssl.keystore.certificate.chain=%s\n", inline(k.pki.ServerCertFile))
-		fmt.Fprintf(&b, "listener.name.client.ssl.keystore.key=%s\n", inline(k.pki.ServerKeyFile))
-		if k.sec.ClientAuth {
-			b.WriteString("listener.name.client.ssl.client.auth=required\n")
-			b.WriteString("listener.name.client.ssl.truststore.type=PEM\n")
-			fmt.Fprintf(&b, "listener.name.client.ssl.truststore.certificates=%s\n", inline(k.pki.CAFile))
-		}
-	}
 	// JAAS string literals: a backslash or a quote would need escaping.
 	quote := func(s string) string { return strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) }
-	switch k.sec.SASL {
-	case "PLAIN":
-		b.WriteString("listener.name.client.sasl.enabled.mechanisms=PLAIN\n")
-		b.WriteString("listener.name.client.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required")
-		for _, name := range slices.Sorted(maps.Keys(k.sec.Users)) {
-			fmt.Fprintf(&b, ` user_%s="%s"`, name, quote(k.sec.Users[name]))
+	for _, l := range ls {
+		n := strings.ToLower(l.name)
+		if l.sec.TLS {
+			fmt.Fprintf(&b, "listener.name.%s.ssl.keystore.type=PEM\n", n)
+			fmt.Fprintf(&b, "listener.name.%s.ssl.keystore.certificate.chain=%s\n", n, inline(k.pki.ServerCertFile))
+			fmt.Fprintf(&b, "listener.name.%s.ssl.keystore.key=%s\n", n, inline(k.pki.ServerKeyFile))
+			if l.sec.ClientAuth {
+				fmt.Fprintf(&b, "listener.name.%s.ssl.client.auth=required\n", n)
+				fmt.Fprintf(&b, "listener.name.%s.ssl.truststore.type=PEM\n", n)
+				fmt.Fprintf(&b, "listener.name.%s.ssl.truststore.certificates=%s\n", n, inline(k.pki.CAFile))
+			}
 		}
-		b.WriteString(";\n")
-	case "SCRAM-SHA-512":
-		b.WriteString("listener.name.client.sasl.enabled.mechanisms=SCRAM-SHA-512\n")
-		b.WriteString("listener.name.client.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;\n")
+		switch l.sec.SASL {
+		case "PLAIN":
+			fmt.Fprintf(&b, "listener.name.%s.sasl.enabled.mechanisms=PLAIN\n", n)
+			fmt.Fprintf(&b, "listener.name.%s.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required", n)
+			for _, name := range slices.Sorted(maps.Keys(l.sec.Users)) {
+				fmt.Fprintf(&b, ` user_%s="%s"`, name, quote(l.sec.Users[name]))
+			}
+			b.WriteString(";\n")
+		case "SCRAM-SHA-512":
+			fmt.Fprintf(&b, "listener.name.%s.sasl.enabled.mechanisms=SCRAM-SHA-512\n", n)
+			fmt.Fprintf(&b, "listener.name.%s.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;\n", n)
+		}
 	}
 	return b.String()
+}
+
+// protocol is the listener's security protocol.
+func (s SecurityConfig) protocol() string {
+	switch {
+	case s.TLS && s.SASL != "":
+		return "SASL_SSL"
+	case s.TLS:
+		return "SSL"
+	case s.SASL != "":
+		return "SASL_PLAINTEXT"
+	}
+	return "PLAINTEXT"
 }
 
 // clusterID returns a random Kafka Uuid string (16 bytes, base64url without
@@ -382,7 +498,7 @@ func (k *KafkaBroker) start() error {
 		if p.Exited() {
 			return fmt.Errorf("%w: %w; log:\n%s", errExited, p.Err(), Tail(k.logPath(), 30))
 		}
-		err := brokerReady(ctx, k.readyAddr())
+		err := brokerReady(ctx, k.adminOpts()...)
 		if err == nil {
 			return nil
 		}
@@ -395,20 +511,39 @@ func (k *KafkaBroker) start() error {
 	}
 }
 
-// readyAddr is where start checks the broker: the plaintext inter-broker
-// listener of a secured broker, which opens with the client listener.
-func (k *KafkaBroker) readyAddr() string {
-	if k.sec != nil {
-		return "127.0.0.1:" + strconv.Itoa(k.iport)
+// adminOpts are the client options of start's check and of Admin: the
+// inter-broker listener of a secured broker (plaintext, opened with the
+// client listener), as the super user with an Authorizer; else Addr.
+func (k *KafkaBroker) adminOpts() []kgo.Opt {
+	if k.sec == nil {
+		return []kgo.Opt{kgo.SeedBrokers(k.Addr())}
 	}
-	return k.Addr()
+	opts := []kgo.Opt{kgo.SeedBrokers("127.0.0.1:" + strconv.Itoa(k.iport))}
+	if k.sec.Authorizer {
+		opts = append(opts, kgo.SASL(plain.Auth{User: AdminUser, Pass: k.adminPass}.AsMechanism()))
+	}
+	return opts
+}
+
+// Admin returns an admin client of the broker that bypasses its client
+// listener's security: on a broker with an Authorizer it is the super user,
+// which creates and deletes ACLs (kadm.ACLBuilder). It is closed when the
+// test ends.
+func (k *KafkaBroker) Admin() *kadm.Client {
+	k.t.Helper()
+	cl, err := kgo.NewClient(k.adminOpts()...)
+	if err != nil {
+		k.t.Fatalf("creating admin client of the kafka broker: %v", err)
+	}
+	k.t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
 }
 
 // brokerReady does Metadata and a CreateTopics/DeleteTopics round trip.
-func brokerReady(ctx context.Context, addr string) error {
+func brokerReady(ctx context.Context, opts ...kgo.Opt) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(1))
+	cl, err := kgo.NewClient(append(opts, kgo.RequestRetries(1))...)
 	if err != nil {
 		return fmt.Errorf("creating client: %w", err)
 	}
@@ -433,4 +568,85 @@ func brokerReady(ctx context.Context, addr string) error {
 		return fmt.Errorf("deleting topic: %w", err)
 	}
 	return nil
+}
+
+// ACL is one allow rule for Grant, shaped as sink.ACL so that a test can
+// convert one into the other: Operation (kafka-acls.sh's name: Read, Write,
+// Create, Describe, DescribeConfigs, IdempotentWrite, ...) on the resource
+// of type Resource ("topic", "transactional-id", "group" or "cluster")
+// named Name, a name prefix when Prefixed.
+type ACL struct {
+	Resource  string
+	Name      string
+	Prefixed  bool
+	Operation string
+}
+
+// Grant creates the ACLs allowing principal (e.g. "User:bridge") acls from
+// any host, as the super user of a broker with SecurityConfig.Authorizer,
+// and waits until the broker lists them (its authorizer applies them from
+// the metadata log a moment after they are created).
+func (k *KafkaBroker) Grant(principal string, acls ...ACL) {
+	k.t.Helper()
+	adm := k.Admin()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	count := func() (int, error) {
+		b := kadm.NewACLs().Allow(principal).AllowHosts().AnyResource().ResourcePatternType(kadm.ACLPatternAny).Operations(kadm.OpAny)
+		res, err := adm.DescribeACLs(ctx, b)
+		n := 0
+		for _, r := range res {
+			if err == nil {
+				err = r.Err
+			}
+			n += len(r.Described)
+		}
+		return n, err
+	}
+	before, err := count()
+	if err != nil {
+		k.t.Fatalf("describing the ACLs of %s: %v", principal, err)
+	}
+	for _, a := range acls {
+		op, err := kmsg.ParseACLOperation(a.Operation)
+		if err != nil {
+			k.t.Fatalf("granting %+v: %v", a, err)
+		}
+		b := kadm.NewACLs().Allow(principal).AllowHosts("*").Operations(op)
+		if a.Prefixed {
+			b = b.ResourcePatternType(kadm.ACLPatternPrefixed)
+		}
+		switch a.Resource {
+		case "topic":
+			b = b.Topics(a.Name)
+		case "transactional-id":
+			b = b.TransactionalIDs(a.Name)
+		case "group":
+			b = b.Groups(a.Name)
+		case "cluster":
+			b = b.Clusters()
+		default:
+			k.t.Fatalf("granting %+v: unknown resource type %q", a, a.Resource)
+		}
+		res, err := adm.CreateACLs(ctx, b)
+		for _, r := range res {
+			if err == nil {
+				err = r.Err
+			}
+		}
+		if err != nil {
+			k.t.Fatalf("granting %+v to %s: %v", a, principal, err)
+		}
+	}
+	for {
+		n, err := count()
+		if err == nil && n >= before+len(acls) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			k.t.Fatalf("waiting for the ACLs of %s: %d of %d listed (%v)", principal, n, before+len(acls), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

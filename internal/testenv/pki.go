@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -36,6 +37,11 @@ type PKI struct {
 	ClientCertFile, ClientKeyFile string
 	// ClientKeyPEM is the content of ClientKeyFile.
 	ClientKeyPEM []byte
+
+	dir    string
+	ca     *x509.Certificate
+	caKey  *ecdsa.PrivateKey
+	serial int64
 }
 
 // NewPKI makes a CA and its two leaf certificates in a temporary
@@ -71,33 +77,6 @@ func newPKI(dir string) (*PKI, error) {
 	if err != nil {
 		return nil, err
 	}
-	issue := func(serial int64, server bool) (certPEM, keyPEM []byte, err error) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return nil, nil, err
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "bridge"},
-			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		}
-		if server {
-			tmpl.Subject.CommonName = "localhost"
-			tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-			tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback}
-			tmpl.DNSNames = []string{"localhost", "amp.test"}
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			return nil, nil, err
-		}
-		kder, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			return nil, nil, err
-		}
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-			pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), nil
-	}
 	var werr error
 	write := func(name string, b []byte) string {
 		path := filepath.Join(dir, name)
@@ -106,10 +85,10 @@ func newPKI(dir string) (*PKI, error) {
 		}
 		return path
 	}
-	p := &PKI{Pool: x509.NewCertPool()}
+	p := &PKI{Pool: x509.NewCertPool(), dir: dir, ca: ca, caKey: caKey, serial: 1}
 	p.Pool.AddCert(ca)
 	p.CAFile = write("ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))
-	scert, skey, err := issue(2, true)
+	scert, skey, err := p.issue("localhost", true, now.Add(-time.Hour), now.Add(24*time.Hour))
 	if err != nil {
 		return nil, err
 	}
@@ -117,12 +96,58 @@ func newPKI(dir string) (*PKI, error) {
 		return nil, err
 	}
 	p.ServerCertFile, p.ServerKeyFile = write("server.pem", scert), write("server.key", skey)
-	ccert, ckey, err := issue(3, false)
+	ccert, ckey, err := p.issue("bridge", false, now.Add(-time.Hour), now.Add(24*time.Hour))
 	if err != nil {
 		return nil, err
 	}
 	p.ClientCertFile, p.ClientKeyFile, p.ClientKeyPEM = write("client.pem", ccert), write("client.key", ckey), ckey
 	return p, werr
+}
+
+// issue makes a certificate and key signed by p's CA: a server
+// certificate for 127.0.0.1, ::1, localhost and amp.test, or a client
+// certificate, with subject CN=cn, valid from notBefore to notAfter.
+func (p *PKI) issue(cn string, server bool, notBefore, notAfter time.Time) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.serial++
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(p.serial), Subject: pkix.Name{CommonName: cn},
+		NotBefore: notBefore, NotAfter: notAfter,
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if server {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback}
+		tmpl.DNSNames = []string{"localhost", "amp.test"}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), nil
+}
+
+// IssueClient writes a further client certificate of p's CA, with subject
+// CN=cn and valid from notBefore to notAfter (in the past for an expired
+// one), and its key, as PEM files in p's directory; it returns their paths.
+// It is not safe for concurrent use with itself.
+func (p *PKI) IssueClient(t testing.TB, cn string, notBefore, notAfter time.Time) (certFile, keyFile string) {
+	t.Helper()
+	cert, key, err := p.issue(cn, false, notBefore, notAfter)
+	require.NoError(t, err)
+	name := fmt.Sprintf("client-%d", p.serial)
+	certFile, keyFile = filepath.Join(p.dir, name+".pem"), filepath.Join(p.dir, name+".key")
+	require.NoError(t, os.WriteFile(certFile, cert, 0o600))
+	require.NoError(t, os.WriteFile(keyFile, key, 0o600))
+	return certFile, keyFile
 }
 
 // ServerTLS returns a server configuration presenting p.Server.
