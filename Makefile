@@ -6,7 +6,13 @@
 #                        registry that it starts and always stops; then lint's verdict
 #   make services        start the local stack (deploy/local/stack.sh; env in .local/stack.env)
 #   make services-stop   stop it (KEEP=1 keeps the data)
-#   make build | bench | lint | pydeps
+#   make build | lint | pydeps
+#   make bench           every published figure beside its peer on this machine (≈30–40 min;
+#                        not part of make test): installs what it needs (deploy/local/stack.sh
+#                        start bench python: broker jars, redis-server, kcat), runs the parts into
+#                        .local/bench and writes BENCHMARKS.md and BENCHMARKS.json (test/perf).
+#                        Shorter: make bench BENCH_SMOKE=1 (seconds-long windows, few samples)
+#   make bench-go        every Go benchmark with its default time (go test -bench .)
 #   make lint            golangci-lint (.golangci.yml; style.md H21), the pinned binary
 #   make lint-ci         the unit tests with golangci-lint running beside them
 #   make bench-e2e       end-to-end throughput of the real bridge process against Apache
@@ -39,7 +45,7 @@ INSTALL_GOLANGCI_LINT = echo "== building golangci-lint $(GOLANGCI_LINT_VERSION)
 SERVICE_VARS := BRIDGE_TEST_KAFKA_SEEDS BRIDGE_TEST_REDIS_ADDR BRIDGE_TEST_REGISTRY_URL BRIDGE_TEST_REGISTRY_HOME \
 	BRIDGE_TEST_PYTHON BRIDGE_TEST_REDIS_SERVER_BIN BRIDGE_TEST_KAFKA_HOME BRIDGE_TEST_REQUIRE
 
-.PHONY: test check unit lint-ci integration services services-stop services-status build bench bench-e2e lint pydeps clean
+.PHONY: test check unit lint-ci integration services services-stop services-status build bench bench-go bench-e2e lint pydeps clean
 
 # golangci-lint (the build of its pinned binary when missing, then the run) starts in
 # the background at a lower priority and overlaps the whole test run, most of all the
@@ -69,7 +75,10 @@ check:
 	@files=$$(find . -name '*.go' -not -path './.local/*' -not -path './bin/*' -not -path './deploy/local/kafka/target/*' | xargs -r gofmt -l); \
 	if [[ -n "$$files" ]]; then echo "gofmt needed on:"; echo "$$files"; exit 1; fi
 
-UNIT_TESTS = env $(addprefix -u ,$(SERVICE_VARS)) $(GO) test -race -shuffle=on ./...
+# The unit pass also runs every benchmark once (-benchtime 1x, in the same test binaries,
+# so nothing more is built), with BRIDGE_BENCH_SMOKE=1 shrinking the benchmarks whose setup
+# is long (testenv.BenchSmoke): none can rot, and make test pays seconds for it.
+UNIT_TESTS = env $(addprefix -u ,$(SERVICE_VARS)) BRIDGE_BENCH_SMOKE=1 $(GO) test -race -shuffle=on -bench . -benchtime 1x ./...
 
 unit:
 	@echo "== unit tests (in-process fakes only)"
@@ -137,8 +146,57 @@ build:
 		echo "cmd/bridge does not exist yet: nothing to build"; \
 	fi
 
-bench:
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# make bench: the parts go to BENCH_OUT (a part that fails does not stop the others; make
+# bench fails at the end naming it), then TestBenchReport writes BENCHMARKS.md and
+# BENCHMARKS.json at the repository root. Each part records the load average. The
+# end-to-end part runs the bridge and then its peers (kcat idempotent and default,
+# franz-go idempotent and transactional, the Python loader's loop) on one fresh broker
+# per partition count; its defaults (60 s warm-up, 3 × 30 s windows, peers 15 s + 3 × 30 s)
+# give a warm JVM. BENCH_SMOKE=1 runs every part for seconds (a check, not figures).
+# test/perf TestMemory (-perf.memory, writing DIR/memory.json) runs when the package
+# defines that flag; until then the report says memory was not measured.
+BENCH_OUT := $(CURDIR)/.local/bench
+ifeq ($(BENCH_SMOKE),1)
+BENCH_ENCODE_FLAGS ?= -count 1 -benchtime 20x
+BENCH_RECOVER_FLAGS ?= -benchtime 2x
+BENCH_E2E_FLAGS ?= -perf.warmup 5s -perf.run 5s -perf.runs 1 -perf.peer-warmup 2s -perf.python-run 5s -perf.capture 20000
+BENCH_LATENCY_FLAGS ?= -perf.reorg-samples 3 -perf.reorg-samples-deep 2 -perf.restart-samples 2
+else
+BENCH_ENCODE_FLAGS ?= -count 5
+BENCH_RECOVER_FLAGS ?= -benchtime 20x
+BENCH_E2E_FLAGS ?= -perf.warmup 60s -perf.run 30s -perf.runs 3 -perf.peer-warmup 15s -perf.python-run 60s
+BENCH_LATENCY_FLAGS ?= -perf.reorg-samples 100 -perf.reorg-samples-deep 20 -perf.restart-samples 10
+endif
+BENCH_PEERS ?= kcat-idempotent,kcat-defaults,franz-go-idempotent,franz-go-txn,python-loader
+BENCH_MEMORY_FLAGS ?=
+bench:
+	$(STACK) start bench python
+	@set -a; . .local/bench.env; . .local/venv.env; set +a; \
+	out=$(BENCH_OUT); rm -rf $$out; mkdir -p $$out; start=$$SECONDS; failed=; \
+	load() { echo "load: $$(cut -d' ' -f1-3 /proc/loadavg)"; }; \
+	echo "== [1/6] encoder: hot path, hamba, goavro (encode.txt)"; \
+	{ load; $(GO) test -run '^$$' -bench Encode -benchmem -cpu 1 $(BENCH_ENCODE_FLAGS) ./encode/; load; } | tee $$out/encode.txt || failed+=" encoder"; \
+	echo "== [2/6] Redis-less start over 100,000 control events (recover.txt)"; \
+	{ load; $(GO) test -run '^$$' -bench 'RecoverRedisLess/kafka/events=100000' $(BENCH_RECOVER_FLAGS) ./internal/pipeline/; load; } | tee $$out/recover.txt || failed+=" recovery"; \
+	echo "== [3/6] memory (test/perf TestMemory, when present)"; \
+	if grep -qs '"perf.memory"' test/perf/*_test.go; then \
+		mkdir -p $$out/memory; \
+		$(GO) test -run '^TestMemory$$' -count=1 -v -timeout 1h ./test/perf/ -perf.memory -perf.out $$out/memory $(BENCH_MEMORY_FLAGS) || failed+=" memory"; \
+	else echo "test/perf has no -perf.memory flag yet: memory is not measured"; fi; \
+	echo "== [4/6] end to end on Apache Kafka: the bridge and its peers (e2e.json)"; \
+	$(GO) test -run '^TestThroughput$$' -count=1 -v -timeout 2h ./test/perf/ -perf.e2e -perf.configs kafka/p1,kafka/p6 \
+		-perf.peers $(BENCH_PEERS) -perf.out $$out/e2e -perf.json $$out/e2e.json $(BENCH_E2E_FLAGS) || failed+=" end-to-end"; \
+	echo "== [5/6] reorg and restart latency (latency.json)"; \
+	$(GO) test -run '^TestLatency$$' -count=1 -v -timeout 1h ./test/perf/ -perf.latency -perf.out $$out \
+		-perf.latency-json $$out/latency.json $(BENCH_LATENCY_FLAGS) || failed+=" latency"; \
+	echo "== [6/6] report"; \
+	$(GO) test -run '^TestBenchReport$$' -count=1 -v ./test/perf/ -perf.report $$out \
+		-perf.report-md $(CURDIR)/BENCHMARKS.md -perf.report-json $(CURDIR)/BENCHMARKS.json; \
+	echo "== make bench done in $$((SECONDS - start)) s: BENCHMARKS.md, BENCHMARKS.json (parts, logs and profiles in $$out)"; \
+	if [[ -n "$$failed" ]]; then echo "make bench: these parts failed (the report names what is missing):$$failed"; exit 1; fi
 
 # performance.md target (a): builds ./cmd/bridge and runs it as a process against a
 # private Apache Kafka broker and kfake in its own process, 60 s warm-up then the

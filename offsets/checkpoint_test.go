@@ -241,12 +241,15 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 	nilSpans.Batches[0].Spans = nil
 	handover := testCheckpoint("h", 1, 0)
 	handover.Snapshot = reorg.NewHandover(map[string]uint64{"mainnet": 24_000_000, "base": 7})
+	start := testCheckpoint("s", 1, 0)
+	start.Snapshot = reorg.NewStart(map[string]uint64{"mainnet": 24_000_000})
 	topicIDs := testCheckpoint("t", 1, 2)
 	topicIDs.TopicIDs = map[string]string{"amp.txs": "9F3bYxq1T3-kX2gXoW7ycA", "a<b": "x"}
 	nilSlicesIDs := nilSlices
 	nilSlicesIDs.TopicIDs = map[string]string{"amp.txs": "id"}
 	for name, cp := range map[string]Checkpoint{"golden": goldenCheckpoint(), "escapes": odd, "nil slices": nilSlices,
 		"nil spans": nilSpans, "128 batches": testCheckpoint("big", 9, 128), "hand-over": handover,
+		"start":     start,
 		"topic ids": topicIDs, "nil slices, topic ids": nilSlicesIDs, "schema ids": goldenCheckpointV2()} {
 		t.Run(name, func(t *testing.T) {
 			got, err := Marshal(cp)
@@ -299,7 +302,7 @@ func TestEncodedTypesUnchanged(t *testing.T) {
 	assert.Equal(t, []string{"Stream", "Version", "Fingerprint", "CommittedAt", "ControlOffset", "Snapshot", "Batches", "TopicIDs"}, fields(Checkpoint{}))
 	assert.Equal(t, []string{"Seq", "ID", "Ranges", "Spans", "SchemaID"}, fields(Batch{}))
 	assert.Equal(t, []string{"Topic", "Partition", "First", "Last"}, fields(Span{}))
-	assert.Equal(t, []string{"Next", "Watermarks", "Incomplete", "Handover"}, fields(reorg.Snapshot{}), "reorg.Snapshot changed: update appendCheckpoint")
+	assert.Equal(t, []string{"Next", "Watermarks", "Incomplete", "Handover", "Start"}, fields(reorg.Snapshot{}), "reorg.Snapshot changed: update appendCheckpoint")
 	assert.Equal(t, []string{"Seq", "Ranges"}, fields(reorg.Watermark{}), "reorg.Watermark changed: update appendCheckpoint")
 	assert.Equal(t, []string{"Network", "Start", "End", "Hash", "PrevHash", "HasPrevHash", "Timestamp"}, fields(reorg.BlockRange{}),
 		"reorg.BlockRange changed: update appendRanges")

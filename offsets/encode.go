@@ -58,6 +58,9 @@ func appendCheckpoint(b []byte, cp Checkpoint) []byte {
 		b = append(b, `,"handover":`...)
 		b = append(b, h...)
 	}
+	if cp.Snapshot.Start {
+		b = append(b, `,"start":true`...)
+	}
 	b = append(b, `},"batches":`...)
 	if cp.Batches == nil {
 		b = append(b, "null"...)

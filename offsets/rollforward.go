@@ -76,7 +76,7 @@ func RollForward(base ControlState, deltas []Delta) (ControlState, error) {
 	}
 	last := deltas[len(deltas)-1]
 	out := ControlState{Offset: last.Offset, Fingerprint: base.Fingerprint, TopicIDs: base.TopicIDs,
-		Snapshot: reorg.Snapshot{Next: last.Next, Incomplete: last.Incomplete, Handover: base.Snapshot.Handover,
+		Snapshot: reorg.Snapshot{Next: last.Next, Incomplete: last.Incomplete, Handover: base.Snapshot.Handover, Start: base.Snapshot.Start,
 			Watermarks: make([]reorg.Watermark, 0, len(last.Retained))},
 		Batches: []Batch{}}
 	seqs := slices.Clone(last.Retained)

@@ -145,3 +145,36 @@ func TestHandoverReorgInFirstLiveBatch(t *testing.T) {
 	_, err = m.Apply([]BlockRange{withPrev(R(oldest.Start+1, 121, 1), H("eth", 0, oldest.Start))}, false, 1)
 	require.ErrorIs(t, err, ErrUnrecoverable)
 }
+
+// TestStartReorgBelowStartBlock: a stream that started at block 100
+// (streams[].start) published nothing before it, so a reorg whose fork
+// point is below 100 is not unrecoverable, as it is after a backfill: every
+// retained batch is undone and the stream reconnects at block 100, where
+// Amp restarts on its new chain.
+func TestStartReorgBelowStartBlock(t *testing.T) {
+	snap := NewStart(map[string]uint64{"eth": 100})
+	require.NoError(t, snap.Validate())
+	assert.Equal(t, Cursor{"eth": {Number: 100}}, snap.Cursor())
+	m := newMachine(t, DefaultRetention, snap)
+	feed(t, m, D(R(100, 104, 0)), W(R(100, 104, 0)), D(R(105, 107, 0)), W(R(105, 107, 0)))
+	evs, err := m.Apply([]BlockRange{withPrev(R(99, 108, 1), H("eth", 0, 98))}, false, 1)
+	require.ErrorIs(t, err, ErrReconnect)
+	var rc *ReconnectError
+	require.ErrorAs(t, err, &rc)
+	assert.Equal(t, Cursor{"eth": {Number: 100}}, rc.Cursor, "reconnect at the start block")
+	require.Equal(t, "U#4:reorg:0..=3", brief(evs))
+	assert.Len(t, evs[0].Retract, 2, "both published batches are retracted")
+	require.NoError(t, m.Commit(4))
+	assert.True(t, m.Snapshot().Start, "the snapshot stays a start")
+	r := withPrev(R(100, 108, 1), H("eth", 1, 99))
+	assert.Equal(t, "D#5 W#6", brief(feed(t, m, D(r), W(r))))
+
+	// The same fork after a backfill's hand-over stops the stream.
+	m = newMachine(t, DefaultRetention, NewHandover(map[string]uint64{"eth": 100}))
+	feed(t, m, D(R(100, 104, 0)), W(R(100, 104, 0)))
+	_, err = m.Apply([]BlockRange{withPrev(R(99, 104, 1), H("eth", 0, 98))}, false, 1)
+	require.ErrorIs(t, err, ErrUnrecoverable)
+
+	noCursor := Snapshot{Start: true}
+	assert.ErrorContains(t, noCursor.Validate(), "no hand-over cursor")
+}

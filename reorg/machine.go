@@ -70,6 +70,7 @@ type Machine struct {
 	buf        []Watermark // retained watermarks, committed or not, oldest first
 	incomplete bool
 	handover   Cursor       // the snapshot's hand-over cursor, checked while prev is empty
+	start      bool         // handover is a start position: nothing before it was published
 	prev       []BlockRange // ranges of the last accepted envelope
 	completed  bool         // prev are the ranges of the newest watermark in buf
 	started    bool
@@ -102,6 +103,7 @@ func (m *Machine) reset(snap Snapshot) {
 	m.buf = append(m.buf[:0], snap.Watermarks...)
 	m.incomplete = snap.Incomplete
 	m.handover = snap.Handover
+	m.start = snap.Start
 	m.prev, m.completed = nil, false
 	if n := len(m.buf); n > 0 {
 		m.prev, m.completed = m.buf[n-1].Ranges, true
@@ -213,13 +215,16 @@ func (m *Machine) Apply(ranges []BlockRange, complete bool, rows int) ([]Event, 
 // every invalidated block is at or after the hand-over block and the
 // retained watermarks still reach back to it (nothing pruned yet),
 // everything is undone and the stream resumes at the hand-over block,
-// without reconnecting when the incoming ranges start there.
+// without reconnecting when the incoming ranges start there. After a start
+// position (Snapshot.Start) the invalidated blocks may also reach below
+// the start block, which was never published: everything is undone and the
+// stream reconnects at the start block.
 func (m *Machine) handoverRecovery(incoming []BlockRange, invs []Invalidation) (recovery, bool) {
 	if len(m.handover) == 0 {
 		return recovery{}, false
 	}
 	for _, inv := range invs {
-		if p, ok := m.handover[inv.Network]; !ok || inv.Start < p.Number {
+		if p, ok := m.handover[inv.Network]; !ok || inv.Start < p.Number && !m.start {
 			return recovery{}, false
 		}
 	}

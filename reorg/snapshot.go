@@ -36,6 +36,21 @@ type Snapshot struct {
 	// exactly there, and the machine requires the first range of every
 	// network to start at that block. Used only until the first watermark.
 	Handover Cursor `json:"handover,omitempty"`
+	// Start marks Handover as a start position (a stream configured to
+	// start at a block or at Amp's head) rather than a backfill's end: no
+	// block before it was published, so a reorg that reaches below it is
+	// recovered by undoing everything and resuming at Handover, where Amp
+	// restarts on its new chain.
+	Start bool `json:"start,omitempty"`
+}
+
+// NewStart returns the snapshot of a new stream that starts at block
+// next[network]: a hand-over cursor there (Amp restarts exactly at a block
+// whose hash it does not know, amp-protocol.md §3.2), marked Start.
+func NewStart(next map[string]uint64) Snapshot {
+	s := NewHandover(next)
+	s.Start = true
+	return s
 }
 
 // NewHandover returns the snapshot of a stream that goes live after a
@@ -80,6 +95,9 @@ func (s Snapshot) Validate() error {
 			return fmt.Errorf("reorg: snapshot has a hand-over cursor but is not marked incomplete; " +
 				"the backfilled blocks before it are not retained")
 		}
+	}
+	if s.Start && len(s.Handover) == 0 {
+		return fmt.Errorf("reorg: snapshot is marked start but has no hand-over cursor (the start block)")
 	}
 	for i, w := range s.Watermarks {
 		if len(w.Ranges) == 0 {

@@ -615,7 +615,16 @@ func TestF06_LongSilence(t *testing.T) {
 	assert.Equal(t, source.KindBatch, d.kind)
 	assert.Equal(t, uint64(1), d.ranges[0].Start)
 	assert.True(t, next(t, s).complete)
-	assert.Len(t, srv.Calls(), 2, "the client stayed on the same stream")
+	// One DoGet: the client stayed on the same stream. (A GetFlightInfo
+	// past the 100 ms RequestTimeout on a loaded machine is retried before
+	// the stream opens, and is not what this checks.)
+	var doGets int
+	for _, c := range srv.Calls() {
+		if c.method == "DoGet" {
+			doGets++
+		}
+	}
+	assert.Equal(t, 1, doGets, "the client stayed on the same stream: %v", srv.Calls())
 }
 
 func TestTokenNeverLogged(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
 )
@@ -20,10 +21,13 @@ import (
 // bridge/source-only is the cost of encoding, producing, transactions and
 // checkpoints. The producer does not compress (performance.md's run
 // conditions; the default zstd costs about a third of the bridge's CPU on
-// these rows, most of which are random hashes). Run it with make bench or
+// these rows, most of which are random hashes). Run it with make bench-go or
 // go test -run '^$' -bench Pipeline -benchtime 3x ./cmd/bridge/.
 func BenchmarkPipeline(b *testing.B) {
-	const blocks = 300
+	blocks := 300
+	if testenv.BenchSmoke() {
+		blocks = 10
+	}
 	simCfg := ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: blocks, TxPerBlock: 171, LogsPerTx: -1}, MaxMicrobatchBlocks: 50}
 
 	b.Run("source-only", func(b *testing.B) {

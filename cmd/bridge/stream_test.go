@@ -61,6 +61,8 @@ type harness struct {
 	last uint64 // last committed block
 	rows int64  // rows committed
 	seen map[string]int
+	// details are the events' details by kind.
+	details map[string][]string
 	// lastOf is the last committed block per stream.
 	lastOf map[string]uint64
 	// log is the bridge's logger; nil means testLogger().
@@ -97,7 +99,7 @@ func newHarness(t testing.TB, svc services, simCfg ampsim.Config, retention uint
 	if svc.prepare != nil {
 		svc.prepare(t, cfg)
 	}
-	return &harness{t: t, sim: sim, cfg: cfg, svc: svc, seen: map[string]int{}, lastOf: map[string]uint64{}}
+	return &harness{t: t, sim: sim, cfg: cfg, svc: svc, seen: map[string]int{}, lastOf: map[string]uint64{}, details: map[string][]string{}}
 }
 
 func testLogger() *slog.Logger {
@@ -117,6 +119,27 @@ func (h *harness) run() (stop func() error) {
 func (h *harness) runBridge() (stop func() error, b *bridge) {
 	h.t.Helper()
 	ctx, cancel := context.WithCancel(h.t.Context())
+	b = h.newBridge(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			runErr = <-done
+			b.close()
+		})
+		return runErr
+	}
+	h.t.Cleanup(func() { _ = stop() })
+	return stop, b
+}
+
+// newBridge returns a bridge of the harness's configuration whose events
+// the harness counts.
+func (h *harness) newBridge(ctx context.Context) *bridge {
+	h.t.Helper()
 	log := h.log
 	if log == nil {
 		log = testLogger()
@@ -133,6 +156,9 @@ func (h *harness) runBridge() (stop func() error, b *bridge) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.seen[e.Kind]++
+		if h.details != nil {
+			h.details[e.Kind] = append(h.details[e.Kind], e.Detail)
+		}
 		if e.Kind == "commit" {
 			h.rows += int64(e.Rows)
 			for _, r := range e.Ranges {
@@ -141,20 +167,7 @@ func (h *harness) runBridge() (stop func() error, b *bridge) {
 			}
 		}
 	}
-	done := make(chan error, 1)
-	go func() { done <- b.run(ctx) }()
-	var once sync.Once
-	var runErr error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			runErr = <-done
-			b.close()
-		})
-		return runErr
-	}
-	h.t.Cleanup(func() { _ = stop() })
-	return stop, b
+	return b
 }
 
 // waitHead waits until the bridge committed the simulator's head block.
@@ -349,6 +362,9 @@ func TestIntegrationRunScenarios(t *testing.T) {
 	t.Run("schema-evolution-refused", func(t *testing.T) { scenarioSchemaEvolutionRefused(t, realServices(t)) })
 	t.Run("labels", func(t *testing.T) { scenarioLabels(t, realServices(t)) })
 	t.Run("labels-backfill", func(t *testing.T) { scenarioLabelsBackfill(t, realServices(t)) })
+	t.Run("start-latest", func(t *testing.T) { scenarioStartLatest(t, realServices(t)) })
+	t.Run("start-block-reorged", func(t *testing.T) { scenarioStartBlockReorged(t, realServices(t)) })
+	t.Run("once", func(t *testing.T) { scenarioOnce(t, realServices(t)) })
 }
 
 func httpGet(t *testing.T, url string) (int, string) {

@@ -7,6 +7,7 @@
 #
 #   deploy/local/stack.sh start  [kafka|redis|registry|python|tools|flink|kstreams ...]   (default: all)
 #   deploy/local/stack.sh start  kafka-secure   (opt-in: a broker with TLS, mTLS, SASL and ACLs; see below)
+#   deploy/local/stack.sh start  bench    what `make bench` needs, nothing started (not in the default list)
 #   deploy/local/stack.sh stop   [kafka|redis|registry|kafka-secure ...]   (KEEP=1 keeps data)
 #   deploy/local/stack.sh status
 #   deploy/local/stack.sh env          print the env file
@@ -677,6 +678,32 @@ start_tools() {
   log "tools: $(command -v promtool) ($v)"
 }
 
+# --- bench -----------------------------------------------------------------
+
+# start_bench installs what `make bench` needs and starts nothing: the broker
+# jars (its brokers are private testenv ones), redis-server, and kcat from
+# Debian (the peer producer). It writes .local/bench.env, which stack.env does
+# not include: the integration pass never sees these variables.
+start_bench() {
+  need_cmd java openjdk-17-jre-headless
+  kafka_jars
+  need_cmd redis-server redis-server
+  need_cmd kcat kcat
+  local jars=("$KAFKA_LIBS"/kafka_2.13-*.jar) version kv
+  version=$(basename "${jars[0]}")
+  version=${version#kafka_2.13-}
+  version=${version%.jar}
+  kv=$(kcat -V 2>&1 | sed -n 's/.*librdkafka \([0-9][^ ]*\).*/\1/p' | head -1)
+  cat >"$LOCAL/bench.env" <<EOF
+BRIDGE_TEST_KAFKA_HOME=$KAFKA_LIBS
+BRIDGE_TEST_KAFKA_VERSION=$version
+BRIDGE_TEST_REDIS_SERVER_BIN=$(command -v redis-server)
+BRIDGE_BENCH_KCAT=$(command -v kcat)
+BRIDGE_BENCH_KCAT_VERSION="kcat $(dpkg-query -W -f '${Version}' kcat 2>/dev/null || echo '?'), librdkafka ${kv:-?}"
+EOF
+  log "bench: Apache Kafka $version jars, $(command -v redis-server), $(command -v kcat) (librdkafka ${kv:-?}); env in $LOCAL/bench.env"
+}
+
 # --- flink, kstreams -------------------------------------------------------
 
 # build_java_test NAME WHAT NOUN installs what test/NAME needs (a JDK with
@@ -711,10 +738,11 @@ cmd_start() {
   for s in $(services "$@"); do
     case $s in
       kafka) start_kafka ;; redis) start_redis ;; registry) ;; python) start_python ;; tools) start_tools ;;
+      bench) start_bench ;;
       flink) start_flink ;;
       kstreams) start_kstreams ;;
       kafka-secure) start_kafka_secure ;;
-      *) die "unknown service '$s' (want kafka, redis, registry, python, tools, flink, kstreams or kafka-secure)" ;;
+      *) die "unknown service '$s' (want kafka, redis, registry, python, tools, bench, flink, kstreams or kafka-secure)" ;;
     esac
     write_env
   done
@@ -732,8 +760,8 @@ cmd_stop() {
     case $s in
       kafka) stop_kafka ;; redis) stop_redis ;; registry) stop_registry ;;
       kafka-secure) stop_kafka_secure ;;
-      python | tools | flink | kstreams) ;; # caches: remove .local/venv (.local/flink, .local/kstreams) to rebuild them
-      *) die "unknown service '$s' (want kafka, redis, registry, python, tools, flink, kstreams or kafka-secure)" ;;
+      python | tools | bench | flink | kstreams) ;; # caches: remove .local/venv (.local/flink, .local/kstreams) to rebuild them
+      *) die "unknown service '$s' (want kafka, redis, registry, python, tools, bench, flink, kstreams or kafka-secure)" ;;
     esac
   done
   write_env

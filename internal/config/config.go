@@ -310,6 +310,16 @@ type StreamConfig struct {
 	// key column (labels.go).
 	Labels []LabelConfig `yaml:"labels"`
 
+	// Start positions and one-shot loads (start.go).
+
+	// Start is where a new stream's live part begins: earliest (default),
+	// latest (the first block after Amp's synced head at the first start)
+	// or a block number. Ignored once the stream has a checkpoint.
+	Start StartPosition `yaml:"start"`
+	// Mode is live (default) or once: publish [backfill.from,
+	// backfill.to) with the backfill's machinery, then stop.
+	Mode StreamMode `yaml:"mode"`
+
 	// SchemaEvolution is backward (default), none or full: which changes
 	// of the SQL or of the result schema the stream accepts under its id
 	// (evolution.go).
@@ -507,6 +517,7 @@ func (c *Config) defaultsStreams() {
 		setDefault(&s.Backfill.Column, "_block_num")
 		defaultsEvolution(s)
 		defaultsLabels(s)
+		defaultsStart(s)
 	}
 }
 
@@ -642,6 +653,7 @@ func (c *Config) Validate() error {
 		if s.Transaction.MaxRows < 1 || s.Transaction.MaxAge <= 0 {
 			bad(key+".transaction", "max_rows %d and max_age %s must both be positive", s.Transaction.MaxRows, s.Transaction.MaxAge)
 		}
+		validateStart(key, s, bad)
 		if b := s.Backfill; b.Enabled {
 			if b.To != 0 && b.To <= b.From {
 				bad(key+".backfill.to", "%d is not after backfill.from %d; leave it 0 to backfill up to the head", b.To, b.From)

@@ -6,14 +6,15 @@
 // opens the Amp stream and after every commit whose checkpoint was stored,
 // NotReady with a reason when it loses a service (an Amp reconnect, a
 // checkpoint store write that failed, a restart after a transient error),
-// and Failed when it stopped on a permanent error. Around every blocking
-// call to a service the run loop holds a Track: a call in flight for longer
-// than Config.ReadyAfter makes the stream not ready while it lasts (a
-// broker that stopped answering shows within that bound, whatever the
-// call's own deadline), and one in flight for longer than Config.LiveAfter
-// makes the process not alive (a run loop stuck past every deadline is a
-// bug only a restart clears). Waiting for Amp to send data is not tracked:
-// a quiet chain is healthy.
+// Failed when it stopped on a permanent error, and Done when a one-shot
+// load ended after publishing its blocks (ready, and up: nothing is wrong).
+// Around every blocking call to a service the run loop holds a Track: a
+// call in flight for longer than Config.ReadyAfter makes the stream not
+// ready while it lasts (a broker that stopped answering shows within that
+// bound, whatever the call's own deadline), and one in flight for longer
+// than Config.LiveAfter makes the process not alive (a run loop stuck past
+// every deadline is a bug only a restart clears). Waiting for Amp to send
+// data is not tracked: a quiet chain is healthy.
 //
 // Serve serves the endpoints, with /metrics beside them.
 //
@@ -52,6 +53,10 @@ const (
 	StateFailed State = "failed"
 	// StateStopped: it ended (shutdown).
 	StateStopped State = "stopped"
+	// StateDone: a one-shot load (mode once) published its blocks and
+	// ended. It counts as ready and up: the process may go on running
+	// other streams, and nothing is wrong.
+	StateDone State = "done"
 )
 
 // Config bounds the checks.
@@ -180,7 +185,7 @@ func (s *Stream) set(st State, reason string) {
 	}
 	t.up.WithLabelValues(s.id).Set(up)
 	ready := 0.0
-	if st == StateReady {
+	if st == StateReady || st == StateDone {
 		ready = 1
 	}
 	t.rdy.WithLabelValues(s.id).Set(ready)
@@ -198,6 +203,10 @@ func (s *Stream) Failed(err error) { s.set(StateFailed, err.Error()) }
 
 // Stopped reports that the stream ended without a permanent error.
 func (s *Stream) Stopped() { s.set(StateStopped, "") }
+
+// Done reports that a one-shot load ended after publishing its blocks;
+// detail says which.
+func (s *Stream) Done(detail string) { s.set(StateDone, detail) }
 
 // Track records a blocking call to a service (what names it: "kafka:
 // committing") until done is called.
@@ -227,8 +236,9 @@ type StreamReport struct {
 	Reason string `json:"reason,omitempty"`
 	// Since is when the state or reason last changed.
 	Since time.Time `json:"since"`
-	// Stuck names the call in flight for longest, when longer than
-	// ReadyAfter, and Wedged reports it past LiveAfter.
+	// Stuck names the innermost call in flight for longer than ReadyAfter
+	// (and the outermost one around it), and Wedged reports the outermost
+	// one past LiveAfter.
 	Stuck  string `json:"stuck,omitempty"`
 	Wedged bool   `json:"wedged,omitempty"`
 }
@@ -272,13 +282,25 @@ func (t *Tracker) Report() Report {
 		}
 		stuck := !oldest.since.IsZero() && now.Sub(oldest.since) > t.cfg.ReadyAfter
 		if stuck {
-			sr.Stuck = fmt.Sprintf("%s for %s", oldest.what, now.Sub(oldest.since).Round(time.Second))
+			// Calls nest ("publishing a batch" around "kafka: flushing"): the
+			// stuck call that began last is the most specific one, and names
+			// the service; the outermost one is kept for context.
+			inner := oldest
+			for _, c := range x.calls {
+				if now.Sub(c.since) > t.cfg.ReadyAfter && c.since.After(inner.since) {
+					inner = c
+				}
+			}
+			sr.Stuck = fmt.Sprintf("%s for %s", inner.what, now.Sub(inner.since).Round(time.Second))
+			if inner.since != oldest.since {
+				sr.Stuck += fmt.Sprintf(" (inside %s for %s)", oldest.what, now.Sub(oldest.since).Round(time.Second))
+			}
 			if now.Sub(oldest.since) > t.cfg.LiveAfter {
 				sr.Wedged, rep.Live = true, false
 			}
 		}
-		sr.Ready = x.state == StateReady && !stuck && len(failing) == 0
-		if sr.Ready {
+		sr.Ready = x.state == StateReady && !stuck && len(failing) == 0 || x.state == StateDone
+		if sr.Ready && x.state != StateDone {
 			sr.Reason = ""
 		} else if x.state == StateReady && sr.Reason == "" {
 			switch {

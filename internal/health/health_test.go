@@ -86,6 +86,30 @@ func TestReadiness(t *testing.T) {
 	})
 }
 
+// TestReadinessNamesTheInnermostCall: a Kafka call stuck inside an outer
+// "publishing a batch" is what the reason names, with the outer call kept
+// for context; an inner call not yet past ReadyAfter is not named.
+func TestReadinessNamesTheInnermostCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := New(Config{ReadyAfter: 10 * time.Second, LiveAfter: time.Minute}, prometheus.NewRegistry(), nil, nil)
+		a := tr.Stream("a")
+		a.Ready()
+		outer := a.Track("publishing a batch")
+		time.Sleep(5 * time.Second)
+		inner := a.Track("kafka: flushing")
+		time.Sleep(6 * time.Second)
+		_, rep := get(t, tr.ServeReady, "/readyz")
+		assert.Equal(t, "waiting on publishing a batch for 11s", rep.Streams["a"].Reason, "the inner call is within ready_timeout")
+		time.Sleep(5 * time.Second)
+		_, rep = get(t, tr.ServeReady, "/readyz")
+		assert.Equal(t, "kafka: flushing for 11s (inside publishing a batch for 16s)", rep.Streams["a"].Stuck)
+		inner()
+		outer()
+		_, rep = get(t, tr.ServeReady, "/readyz")
+		assert.True(t, rep.Streams["a"].Ready)
+	})
+}
+
 // TestProbes: a failing probe makes every stream not ready, naming the
 // service, until it passes again.
 func TestProbes(t *testing.T) {

@@ -146,7 +146,7 @@ func (s *rewindScan) add(h offsets.HistoryEvent) error {
 		} else {
 			s.seg = append(s.seg, h)
 		}
-		if cursorBefore(w.Cursor, s.to) {
+		if cursorBefore(w.Cursor, s.to) || seedState(w) {
 			// seg only grows by appending, so target keeps its length
 			// and elements.
 			s.target = s.seg
@@ -158,6 +158,24 @@ func (s *rewindScan) add(h offsets.HistoryEvent) error {
 		s.live[cb.BatchID] = cb.Batch()
 	}
 	return nil
+}
+
+// seedState reports whether w commits the checkpoint of a start position
+// or of a backfill's hand-over: no batch yet, and a cursor whose blocks
+// Amp restarts at (every hash zero). Such a state is a target for any
+// block: a rewind to a block at or below its cursor goes back to it (the
+// blocks before it are never published again), not to Amp's first block.
+func seedState(w *offsets.Watermark) bool {
+	if len(w.Batches) > 0 || len(w.Checkpoint) == 0 || len(w.Cursor) == 0 {
+		return false
+	}
+	for _, p := range w.Cursor {
+		if !p.Hash.IsZero() {
+			return false
+		}
+	}
+	cp, err := offsets.Unmarshal(w.Checkpoint)
+	return err == nil && len(cp.Snapshot.Handover) > 0 && len(cp.Snapshot.Watermarks) == 0
 }
 
 // cursorBefore reports whether every point of c is before block to.

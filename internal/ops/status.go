@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
@@ -39,6 +40,12 @@ type StreamStatus struct {
 	HeadsErr error
 	// Retention is the stream's retention_blocks.
 	Retention uint64
+	// Start and Mode are the stream's streams[].start and streams[].mode,
+	// Load its backfill.from and backfill.to: writeStart says whether the
+	// start position still applies.
+	Start config.StartPosition
+	Mode  config.StreamMode
+	Load  [2]uint64
 	// Running is what a running bridge's /readyz says of the stream (nil:
 	// no bridge answered at http.addr); RunningErr why none did.
 	Running    *health.StreamReport
@@ -79,7 +86,8 @@ type PartitionStore interface {
 // is reported in HeadsErr.
 func Status(ctx context.Context, store PartitionStore, heads func(ctx context.Context, sql string) (map[string]uint64, error),
 	sc config.StreamConfig, now time.Time) (StreamStatus, error) {
-	st := StreamStatus{Stream: sc.ID, Retention: sc.RetentionBlocks}
+	st := StreamStatus{Stream: sc.ID, Retention: sc.RetentionBlocks, Start: sc.Start, Mode: sc.Mode,
+		Load: [2]uint64{sc.Backfill.From, sc.Backfill.To}}
 	cp, err := store.Load(ctx, sc.ID)
 	switch {
 	case errors.Is(err, offsets.ErrNotFound):
@@ -138,6 +146,7 @@ func (s StreamStatus) WriteText(w io.Writer, store string) {
 	}
 	if s.Checkpoint == nil {
 		fmt.Fprintf(w, "%s: no checkpoint yet (store %s)\n", s.Stream, store)
+		s.writeStart(w)
 		s.writeBackfill(w)
 		return
 	}
@@ -147,6 +156,7 @@ func (s StreamStatus) WriteText(w io.Writer, store string) {
 		cp.CommittedAt.Format(time.RFC3339), s.Age.Round(time.Second), store)
 	fmt.Fprintf(w, "  retained batches %d (retention %d blocks), next sequence %d, control offset %d\n",
 		len(cp.Batches), s.Retention, cp.Snapshot.Next, cp.ControlOffset)
+	s.writeStart(w)
 	s.writeBackfill(w)
 	if s.HeadsErr != nil {
 		fmt.Fprintf(w, "  head lag: unknown (%v)\n", s.HeadsErr)
@@ -185,5 +195,29 @@ func (s StreamStatus) writeBackfill(w io.Writer) {
 		case p.Last != nil:
 			fmt.Fprintf(w, "    [%d, %d) published up to block %d\n", p.From, p.To, p.Last.Number)
 		}
+	}
+}
+
+// writeStart says what the stream's mode and start position mean now: a
+// start position applies only at the first start, and the checkpoint then
+// records where the stream began.
+func (s StreamStatus) writeStart(w io.Writer) {
+	var began []string
+	if cp := s.Checkpoint; cp != nil && cp.Snapshot.Start {
+		for _, net := range cp.Snapshot.Handover.Networks() {
+			began = append(began, fmt.Sprintf("%s block %d", net, cp.Snapshot.Handover[net].Number))
+		}
+	}
+	switch {
+	case s.Mode == config.ModeOnce:
+		fmt.Fprintf(w, "  mode once: a one-shot load of blocks [%d, %d); the stream stops once they are published\n", s.Load[0], s.Load[1])
+	case len(began) > 0:
+		fmt.Fprintf(w, "  started at %s (its start position at the first start); streams[].start (now %s) is ignored: "+
+			"the stream resumes from its checkpoint\n", strings.Join(began, ", "), s.Start)
+	case s.Start == "" || s.Start == config.StartEarliest:
+	case s.Checkpoint == nil:
+		fmt.Fprintf(w, "  start %s: applies at the stream's first start\n", s.Start)
+	default:
+		fmt.Fprintf(w, "  start %s is ignored: the stream has a checkpoint and resumes from its cursor\n", s.Start)
 	}
 }

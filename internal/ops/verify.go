@@ -109,24 +109,36 @@ func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyRe
 	rep := VerifyReport{Stream: sc.ID}
 	// Where the stream has committed to: the newest watermark's cursor.
 	amp, kafka := pipeline.AmpService(v.Amp), pipeline.KafkaService(v.Reader.Brokers())
-	cursor, err := v.committedCursor(ctx, sc.ID)
-	if err != nil {
-		return rep, pipeline.NoAnswer(kafka, err)
-	}
-	if len(cursor) == 0 {
-		return rep, fmt.Errorf("stream %s has committed nothing yet (no watermark in control topic %s)", sc.ID, v.ControlTopic)
-	}
-	if len(cursor) != 1 {
-		return rep, fmt.Errorf("stream %s spans networks %v; verify compares single-network streams only", sc.ID, cursor.Networks())
-	}
-	var upTo uint64
+	var cursor reorg.Cursor
+	var err error
+	var upTo, from uint64
 	handover := false
-	for _, p := range cursor {
-		upTo = p.Number
-		if p.Hash.IsZero() && p.Number > 0 {
-			// A backfill's hand-over, before the first live commit: every
-			// block before it is published, and it is final.
-			upTo, handover = p.Number-1, true
+	if sc.Mode == config.ModeOnce {
+		// A one-shot load publishes [backfill.from, backfill.to), final
+		// blocks; its watermarks carry no cursor.
+		from, upTo, handover = sc.Backfill.From, sc.Backfill.To-1, true
+	} else {
+		cursor, err = v.committedCursor(ctx, sc.ID)
+		if err != nil {
+			return rep, pipeline.NoAnswer(kafka, err)
+		}
+		if len(cursor) == 0 {
+			return rep, fmt.Errorf("stream %s has committed nothing yet (no watermark in control topic %s)", sc.ID, v.ControlTopic)
+		}
+		if len(cursor) != 1 {
+			return rep, fmt.Errorf("stream %s spans networks %v; verify compares single-network streams only", sc.ID, cursor.Networks())
+		}
+		if from, err = v.startBlock(ctx, sc); err != nil {
+			return rep, pipeline.NoAnswer(kafka, err)
+		}
+		for _, p := range cursor {
+			upTo = p.Number
+			if p.Hash.IsZero() && p.Number > 0 {
+				// A backfill's hand-over or a start position, before the
+				// first live commit: every block before it is published
+				// (none, for a start), and it is final.
+				upTo, handover = p.Number-1, true
+			}
 		}
 	}
 	rep.UpToBlock = upTo
@@ -226,7 +238,11 @@ func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyRe
 	q := fmt.Sprintf("SELECT * FROM (\n%s\n) AS amp_verify WHERE amp_verify._block_num <= %d", body, upTo)
 	if sc.Backfill.Enabled && sc.Backfill.From > 0 {
 		// The stream publishes nothing before its backfill's start.
-		q += fmt.Sprintf(" AND amp_verify._block_num >= %d", sc.Backfill.From)
+		from = max(from, sc.Backfill.From)
+	}
+	if from > 0 {
+		// Nor before its start block (streams[].start) or its load's.
+		q += fmt.Sprintf(" AND amp_verify._block_num >= %d", from)
 	}
 	qs, err := v.Amp.Query(ctx, q)
 	if err != nil {
@@ -352,6 +368,44 @@ func hdr(rec sink.ReadRecord, key string) []byte {
 // ranges (hashes are not in headers).
 func rangeHeaders(rec sink.ReadRecord) ([]reorg.BlockRange, error) {
 	return encode.ParseRangeHeaders(string(hdr(rec, encode.HeaderNetwork)), string(hdr(rec, encode.HeaderRange)))
+}
+
+// errFound stops a control-topic scan.
+var errFound = errors.New("found")
+
+// startBlock returns the block a stream with a start position
+// (streams[].start) started at, 0 for one that started at the first block
+// or backfilled: the stream's first watermark with a cursor is its start
+// checkpoint (reorg.Snapshot.Start). It reads the control topic from its
+// start until that event.
+func (v *Verifier) startBlock(ctx context.Context, sc config.StreamConfig) (uint64, error) {
+	if sc.Backfill.Enabled {
+		return 0, nil
+	}
+	ctl := pipeline.NewControl(v.Reader, v.Control, v.ControlTopic)
+	b, err := ctl.Bounds(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var start uint64
+	err = ctl.Scan(ctx, sc.ID, b.Start, b.End, func(h offsets.HistoryEvent) error {
+		w := h.Event.Watermark
+		if w == nil || len(w.Cursor) == 0 {
+			return nil
+		}
+		if len(w.Checkpoint) > 0 {
+			if cp, err := offsets.Unmarshal(w.Checkpoint); err == nil && cp.Snapshot.Start {
+				for _, p := range cp.Snapshot.Handover {
+					start = p.Number
+				}
+			}
+		}
+		return errFound
+	})
+	if err != nil && !errors.Is(err, errFound) {
+		return 0, err
+	}
+	return start, nil
 }
 
 // committedCursor returns the cursor of the stream's newest committed

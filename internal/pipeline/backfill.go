@@ -47,6 +47,9 @@ import (
 
 // backfillPlan is the work of one backfill run.
 type backfillPlan struct {
+	// whole runs the span as one partition of one step: a one-shot load
+	// of a query that must not be split (wholeRange).
+	whole   bool
 	network string
 	column  string
 	from    uint64
@@ -128,6 +131,9 @@ func (r *Stream) backfill(ctx context.Context) error {
 	<-reported
 	p := snap()
 	r.log.Info("backfill published", append([]any{"network", plan.network}, p.logAttrs()...)...)
+	if r.cfg.Mode == config.ModeOnce {
+		return r.loadDone(plan, left)
+	}
 	return r.handover(ctx, plan.network, plan.end)
 }
 
@@ -136,6 +142,10 @@ func (r *Stream) backfill(ctx context.Context) error {
 func (r *Stream) planBackfill(ctx context.Context) (*backfillPlan, error) {
 	bf := r.cfg.Backfill
 	plan := &backfillPlan{column: bf.Column}
+	var err error
+	if plan.whole, err = r.wholeRange(); err != nil {
+		return nil, err
+	}
 	if err := checkBlockColumn(r.schema, bf.Column); err != nil {
 		return nil, fmt.Errorf("config streams (%s).backfill.column: %w: %w", r.cfg.ID, err, config.ErrInvalid)
 	}
@@ -167,6 +177,9 @@ func (r *Stream) planBackfill(ctx context.Context) (*backfillPlan, error) {
 		}
 	}
 	plan.parts = source.PlanPartitions(plan.from, plan.end, bf.Workers, bf.PartitionSize)
+	if plan.whole {
+		plan.parts = source.PlanPartitions(plan.from, plan.end, 1, 0)
+	}
 	return plan, nil
 }
 
@@ -363,6 +376,9 @@ func (w *backfillWorker) partition(ctx context.Context, p source.BlockSpan, rest
 		w.runFrom = rest[0].From
 	}
 	step := w.r.cfg.Backfill.StepBlocks
+	if w.plan.whole {
+		step = p.Len()
+	}
 	for _, s := range rest {
 		for a := s.From; a < s.To; {
 			b := s.To
@@ -476,19 +492,9 @@ func checkSynced(synced []reorg.BlockRange, network string, s source.BlockSpan) 
 // handover commits the hand-over checkpoint: in a watermark event of the
 // stream's own producer, then to the checkpoint store.
 func (r *Stream) handover(ctx context.Context, network string, end uint64) error {
-	snap := reorg.NewHandover(map[string]uint64{network: end})
-	cp := r.nextCheckpoint(snap, []offsets.Batch{})
-	res, err := r.commitWith(ctx, r.prod, nil, func(sink.Committed) (offsets.Watermark, *offsets.Checkpoint, error) {
-		b, err := offsets.Marshal(cp)
-		if err != nil {
-			return offsets.Watermark{}, nil, fmt.Errorf("encoding the hand-over checkpoint: %w", err)
-		}
-		return offsets.Watermark{Stream: r.cfg.ID, TsMs: r.deps.Now().UnixMilli(), Cursor: snap.Cursor(), Checkpoint: b}, &cp, nil
-	})
-	if err != nil {
+	if err := r.commitSeed(ctx, reorg.NewHandover(map[string]uint64{network: end})); err != nil {
 		return fmt.Errorf("committing the hand-over: %w", err)
 	}
-	r.lastFull, r.sinceFull = res.ControlOffset, 0
 	r.deps.Metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(0)
 	r.log.Info("backfill done: the live stream starts at the first block not backfilled", "network", network, "block", end)
 	r.emit(Event{Kind: "handover", Detail: fmt.Sprintf("%s: live from block %d", network, end)})

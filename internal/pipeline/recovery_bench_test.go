@@ -63,7 +63,11 @@ func benchRecover(b *testing.B, addr string) {
 	}
 	cfg := sink.DefaultConfig()
 	cfg.Brokers = testenv.Seeds(addr)
-	for _, n := range []int{1000, 10000, 100000} {
+	sizes := []int{1000, 10000, 100000}
+	if testenv.BenchSmoke() {
+		sizes = sizes[:1]
+	}
+	for _, n := range sizes {
 		topic := fmt.Sprintf("control-bench-%d", n)
 		var reader *sink.Reader
 		setup := func(b *testing.B) {

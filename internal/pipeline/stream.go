@@ -110,6 +110,9 @@ type Health interface {
 	Failed(err error)
 	// Stopped: ended without one.
 	Stopped()
+	// Done: a one-shot load published its blocks and ended; detail says
+	// which.
+	Done(detail string)
 	// Track records a blocking call to a service until done is called.
 	Track(what string) (done func())
 }
@@ -121,6 +124,7 @@ func (noHealth) Ready()              {}
 func (noHealth) NotReady(string)     {}
 func (noHealth) Failed(error)        {}
 func (noHealth) Stopped()            {}
+func (noHealth) Done(string)         {}
 func (noHealth) Track(string) func() { return func() {} }
 
 // Store is where a stream's checkpoint and backfill partition records live.
@@ -252,6 +256,9 @@ type Stream struct {
 	// txn is what the open transaction holds beyond its records, which
 	// the producer holds.
 	txn txnLog
+	// loaded says what a one-shot load published once it is done ("": not
+	// done).
+	loaded string
 
 	// changed is the recorded fingerprint when the stream's SQL or schema
 	// changed under its id and schema_evolution let it through
@@ -347,6 +354,10 @@ func (r *Stream) Run(ctx context.Context) error {
 	if err != nil {
 		r.deps.Health.Failed(err)
 		return err
+	}
+	if r.loaded != "" {
+		r.deps.Health.Done(r.loaded)
+		return nil
 	}
 	r.deps.Health.Stopped()
 	return nil
@@ -453,11 +464,24 @@ func (r *Stream) setup(ctx context.Context) error {
 			if err := r.backfill(ctx); err != nil {
 				return err
 			}
+		} else if r.cfg.Mode == config.ModeOnce {
+			return fmt.Errorf("config streams (%s).mode: once, but the stream has gone live (cursor %s): a one-shot load "+
+				"publishes blocks of a stream that has published nothing live; load them under a new stream id: %w",
+				r.cfg.ID, cursorText(r.committed.Cursor()), config.ErrInvalid)
 		} else {
 			r.deps.Metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(0)
 			r.log.Debug("backfill not run: the stream has gone live", "cursor", cursorText(r.committed.Cursor()))
 		}
 		r.closeBackfillWorkers(ctx)
+	} else if r.cfg.Start != config.StartEarliest && r.cfg.Start != "" {
+		if isFresh(r.committed) {
+			if err := r.startAt(ctx); err != nil {
+				return err
+			}
+		} else {
+			r.log.Info("streams[].start is ignored: the stream has a checkpoint and resumes from its cursor",
+				"start", string(r.cfg.Start), "cursor", cursorText(r.committed.Cursor()))
+		}
 	}
 	rcfg := reorg.DefaultConfig()
 	rcfg.Retention = r.cfg.RetentionBlocks
@@ -622,6 +646,9 @@ func cursorText(c reorg.Cursor) string {
 
 func (r *Stream) runOnce(ctx context.Context) error {
 	if err := r.setup(ctx); err != nil {
+		if errors.Is(err, errLoadDone) {
+			return nil // a one-shot load ends here
+		}
 		return err
 	}
 	if err := r.open(ctx); err != nil {

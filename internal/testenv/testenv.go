@@ -19,7 +19,16 @@ const (
 	EnvRedisServerBin = "BRIDGE_TEST_REDIS_SERVER_BIN"
 	EnvKafkaHome      = "BRIDGE_TEST_KAFKA_HOME"
 	EnvRequire        = "BRIDGE_TEST_REQUIRE"
+	// EnvBenchSmoke set to 1 asks benchmarks for a seconds-long smoke run
+	// (make test runs every benchmark once with it: see BenchSmoke).
+	EnvBenchSmoke = "BRIDGE_BENCH_SMOKE"
 )
+
+// BenchSmoke reports whether BRIDGE_BENCH_SMOKE=1: make test runs every
+// benchmark once (-benchtime 1x) so that none can rot, and a benchmark
+// whose setup takes long (a large simulated chain, a long control topic)
+// shrinks it under this switch; the figures of such a run mean nothing.
+func BenchSmoke() bool { return os.Getenv(EnvBenchSmoke) == "1" }
 
 // Service names accepted in BRIDGE_TEST_REQUIRE.
 const (

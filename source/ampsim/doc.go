@@ -85,10 +85,13 @@
 // Non-incremental queries (COUNT(*) and other aggregates, DISTINCT, GROUP BY,
 // ORDER BY, LIMIT) plan fine; a streaming DoGet on them fails with
 // INVALID_ARGUMENT "invalid query: non-incremental queries are not supported
-// for streaming, …" (scenario A18). In batch mode COUNT(*) and LIMIT are
-// executed; the others are refused with INVALID_ARGUMENT naming the
-// unsupported feature. Anything else is INVALID_ARGUMENT naming what is
-// unsupported.
+// for streaming, …" (scenario A18). In batch mode COUNT(*), LIMIT and
+// DISTINCT are executed; the others are refused with INVALID_ARGUMENT
+// naming the unsupported feature. A subquery with LIMIT or DISTINCT is
+// evaluated whole, as SQL says: SELECT * FROM (… LIMIT n) AS p WHERE …
+// keeps the LIMIT's rows of every synced block and then filters them (the
+// backfill's partition wrapper around such a query; a COUNT(*) subquery is
+// refused). Anything else is INVALID_ARGUMENT naming what is unsupported.
 //
 // # Test controls
 //

@@ -20,7 +20,11 @@ type branch struct {
 	table    *table
 	unsynced bool
 	filters  []boundExpr
-	cols     []int // source column per output column
+	// post are the filters of a query around a subquery with LIMIT (the
+	// backfill's partition wrapper): applied to the rows the LIMIT keeps,
+	// after it, so they never change which rows it keeps.
+	post []boundExpr
+	cols []int // source column per output column
 }
 
 type boundExpr struct {
@@ -28,8 +32,13 @@ type boundExpr struct {
 	cols []int // maps the expression's column indexes to source columns
 }
 
-func (b *branch) keep(r row) bool {
-	for _, f := range b.filters {
+func (b *branch) keep(r row) bool { return allTrue(b.filters, r) }
+
+// keepPost reports whether a row the LIMIT kept passes the filters around it.
+func (b *branch) keepPost(r row) bool { return allTrue(b.post, r) }
+
+func allTrue(fs []boundExpr, r row) bool {
+	for _, f := range fs {
 		v := f.e.eval(r, f.cols)
 		if bv, ok := v.(bool); !ok || !bv {
 			return false
@@ -46,7 +55,9 @@ type relation struct {
 	unsupported []string // features the simulator cannot execute in batch mode
 	count       bool
 	limit       *uint64
-	qualifiers  []string
+	// distinct drops rows equal to one already sent (SELECT DISTINCT).
+	distinct   bool
+	qualifiers []string
 }
 
 // plan is a planned query.
@@ -99,8 +110,8 @@ func (s *Server) resolveQuery(q *query) (*relation, error) {
 			}
 			out.fields[k].Nullable = out.fields[k].Nullable || r.fields[k].Nullable
 		}
-		if r.count || out.count || r.limit != nil || out.limit != nil {
-			out.unsupported = append(out.unsupported, "COUNT or LIMIT in a UNION ALL branch")
+		if r.count || out.count || r.limit != nil || out.limit != nil || r.distinct || out.distinct {
+			out.unsupported = append(out.unsupported, "COUNT, LIMIT or DISTINCT in a UNION ALL branch")
 		}
 		out.branches = append(out.branches, r.branches...)
 		out.nonInc = append(out.nonInc, r.nonInc...)
@@ -167,8 +178,15 @@ func (s *Server) resolveSelect(sel *selectStmt) (*relation, error) {
 		if err != nil {
 			return nil, err
 		}
-		if r.count || r.limit != nil {
-			return nil, sqlErrorf("unsupported SQL: COUNT or LIMIT inside a subquery is not supported by the simulator")
+		if r.count {
+			return nil, sqlErrorf("unsupported SQL: COUNT inside a subquery is not supported by the simulator")
+		}
+		// A subquery with LIMIT (the backfill's partition wrapper around a
+		// query with LIMIT) is evaluated whole: the LIMIT keeps its rows
+		// from every synced block, then the outer WHERE filters them.
+		if (r.limit != nil || r.distinct) && (sel.limit != nil || len(sel.items) != 1 || !sel.items[0].star || sel.distinct || sel.groupBy ||
+			sel.having || sel.orderBy || sel.offset) {
+			return nil, sqlErrorf("unsupported SQL: around a subquery with LIMIT or DISTINCT the simulator supports only SELECT * … WHERE …")
 		}
 		in = r
 		in.qualifiers = nil
@@ -176,9 +194,12 @@ func (s *Server) resolveSelect(sel *selectStmt) (*relation, error) {
 	if sel.from.alias != "" {
 		in.qualifiers = append(in.qualifiers, sel.from.alias)
 	}
-	out := &relation{nonInc: in.nonInc, unsupported: in.unsupported}
+	// A WHERE around a DISTINCT subquery filters its output columns, so it
+	// may filter before the DISTINCT: the rows left are the same.
+	out := &relation{nonInc: in.nonInc, unsupported: in.unsupported, limit: in.limit, distinct: in.distinct}
 	for _, b := range in.branches {
-		out.branches = append(out.branches, &branch{chain: b.chain, table: b.table, unsynced: b.unsynced, filters: slices.Clone(b.filters)})
+		out.branches = append(out.branches, &branch{chain: b.chain, table: b.table, unsynced: b.unsynced,
+			filters: slices.Clone(b.filters), post: slices.Clone(b.post)})
 	}
 	if sel.where != nil {
 		e, err := in.bind(sel.where)
@@ -189,7 +210,11 @@ func (s *Server) resolveSelect(sel *selectStmt) (*relation, error) {
 			return nil, sqlErrorf("invalid query: WHERE needs a boolean condition")
 		}
 		for i, b := range out.branches {
-			b.filters = append(b.filters, boundExpr{e: e, cols: in.branches[i].cols})
+			if in.limit != nil {
+				b.post = append(b.post, boundExpr{e: e, cols: in.branches[i].cols})
+			} else {
+				b.filters = append(b.filters, boundExpr{e: e, cols: in.branches[i].cols})
+			}
 		}
 	}
 	addCol := func(k int, name string) {
@@ -237,7 +262,10 @@ func (s *Server) resolveSelect(sel *selectStmt) (*relation, error) {
 			out.unsupported = append(out.unsupported, name)
 		}
 	}
-	flag(sel.distinct, "DISTINCT")
+	if sel.distinct {
+		out.nonInc = append(out.nonInc, "DISTINCT")
+		out.distinct = true
+	}
 	flag(sel.groupBy, "GROUP BY")
 	flag(sel.having, "HAVING")
 	flag(sel.orderBy, "ORDER BY")

@@ -143,7 +143,8 @@ func TestSQLErrors(t *testing.T) {
 		{`SELECT * FROM other.blocks`, `dataset "other" not found`},
 		{`SELECT * FROM eth_rpc.blocks LIMIT x`, "LIMIT"},
 		{`SELECT * FROM eth_rpc.blocks ORDER BY block_num`, "ORDER BY is not supported by the simulator in batch queries"},
-		{`SELECT DISTINCT miner FROM eth_rpc.blocks`, "DISTINCT is not supported by the simulator in batch queries"},
+		{`SELECT miner FROM eth_rpc.blocks GROUP BY miner`, "GROUP BY is not supported by the simulator in batch queries"},
+		{`SELECT DISTINCT block_num FROM eth_rpc.blocks UNION ALL SELECT block_num FROM eth_rpc.blocks`, "DISTINCT in a UNION ALL branch"},
 		{`SELECT * FROM (SELECT block_num FROM eth_rpc.blocks SETTINGS stream = true) AS p`, "expected ')'"},
 	}
 	for _, tt := range tests {
@@ -220,4 +221,66 @@ func TestFastPathMatchesRowPath(t *testing.T) {
 			assert.True(t, array.TableEqual(fast, slow), "fast and row paths differ for %s", table)
 		})
 	}
+}
+
+// TestSQLLimitInsidePartitionWrapper: the backfill's partition wrapper
+// around a query with LIMIT is evaluated as SQL says: the LIMIT keeps its
+// rows from every synced block first, then the wrapper's WHERE filters
+// them, so the partitions' results are the LIMIT's rows of their blocks
+// (not LIMIT rows per partition, the seed's split-aggregate bug).
+func TestSQLLimitInsidePartitionWrapper(t *testing.T) {
+	s := startServer(t, smallConfig(6)) // 6 blocks of 4 transactions each
+	c := dial(t, s)
+	inner := `SELECT _block_num, tx_index FROM eth_rpc.transactions LIMIT 10`
+	whole, _, _ := batchQuery(t, c, inner)
+	require.Equal(t, 10, whole)
+	wrap := func(a, b int) string {
+		return fmt.Sprintf("SELECT * FROM (\n%s\n) AS amp_partition WHERE amp_partition._block_num >= %d AND amp_partition._block_num < %d", inner, a, b)
+	}
+	// kept[b] is how many of the LIMIT's rows are in block b.
+	kept, left := map[int]int{}, 10
+	for b := range 6 {
+		n, err := s.Primary().ExpectedRows("transactions", uint64(b), uint64(b))
+		require.NoError(t, err)
+		kept[b] = min(n, left)
+		left -= kept[b]
+	}
+	require.Positive(t, kept[0])
+	require.Zero(t, kept[5], "the LIMIT ends before the last block")
+	total := 0
+	for _, p := range [][2]int{{0, 2}, {2, 4}, {4, 6}} {
+		n, _, _ := batchQuery(t, c, wrap(p[0], p[1]))
+		want := 0
+		for b := p[0]; b < p[1]; b++ {
+			want += kept[b]
+		}
+		assert.Equal(t, want, n, "partition [%d, %d) holds the LIMIT's rows of its blocks", p[0], p[1])
+		total += n
+	}
+	assert.Equal(t, 10, total, "the partitions together hold exactly the LIMIT's rows")
+	n, _, _ := batchQuery(t, c, wrap(5, 6))
+	assert.Zero(t, n, "the LIMIT keeps no row of block 5")
+
+	_, err := c.info(testCtx(t), "SELECT _block_num FROM (SELECT _block_num FROM eth_rpc.transactions LIMIT 3) AS p")
+	requireCode(t, err, codes.InvalidArgument, "only SELECT * … WHERE …")
+	_, err = c.info(testCtx(t), "SELECT * FROM (SELECT COUNT(*) AS n FROM eth_rpc.transactions) AS p")
+	requireCode(t, err, codes.InvalidArgument, "COUNT inside a subquery")
+}
+
+// TestSQLDistinct: SELECT DISTINCT drops repeated rows, also inside the
+// backfill's partition wrapper (whose WHERE on an output column may filter
+// before the DISTINCT: the rows left are the same).
+func TestSQLDistinct(t *testing.T) {
+	s := startServer(t, smallConfig(6))
+	c := dial(t, s)
+	all, _, _ := batchQuery(t, c, `SELECT _block_num FROM eth_rpc.transactions`)
+	blocks, _, _ := batchQuery(t, c, `SELECT DISTINCT _block_num FROM eth_rpc.transactions`)
+	require.Greater(t, all, blocks, "blocks with several transactions")
+	assert.Equal(t, 6, blocks, "one row per block")
+	n, _, _ := batchQuery(t, c, `SELECT * FROM (SELECT DISTINCT _block_num FROM eth_rpc.transactions) AS p WHERE p._block_num >= 2 AND p._block_num < 4`)
+	assert.Equal(t, 2, n)
+	n, _, _ = batchQuery(t, c, `SELECT DISTINCT _block_num, tx_index FROM eth_rpc.transactions`)
+	assert.Equal(t, all, n, "(block, index) pairs are unique")
+	n, _, _ = batchQuery(t, c, `SELECT DISTINCT _block_num FROM eth_rpc.transactions LIMIT 4`)
+	assert.Equal(t, 4, n, "the LIMIT counts distinct rows")
 }

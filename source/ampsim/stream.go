@@ -2,7 +2,9 @@ package ampsim
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -58,7 +60,12 @@ func (s *Server) emitBlocks(w *streamWriter, p *plan, e emitSpec) (int, error) {
 		bds[br] = br.blockBounds()
 	}
 	var flushErr error
-	if limit == nil {
+	taken := uint64(0)       // rows the LIMIT has kept, before the post filters
+	var seen map[string]bool // SELECT DISTINCT: the rows sent
+	if p.rel.distinct {
+		seen = map[string]bool{}
+	}
+	if limit == nil && seen == nil {
 		for _, br := range p.rel.branches {
 			if len(br.filters) > 0 && !bds[br].blockOnly {
 				continue
@@ -101,8 +108,19 @@ func (s *Server) emitBlocks(w *streamWriter, p *plan, e emitSpec) (int, error) {
 				if !br.keep(r) {
 					continue
 				}
-				if limit != nil && uint64(sent+bb.rows) >= *limit {
+				if limit != nil && taken >= *limit {
 					return sent, flush()
+				}
+				if seen != nil {
+					k := distinctKey(r, br.cols)
+					if seen[k] {
+						continue
+					}
+					seen[k] = true
+				}
+				taken++
+				if !br.keepPost(r) {
+					continue
 				}
 				bb.add(r, br.cols)
 				if bb.rows >= s.cfg.BatchRows {
@@ -503,4 +521,13 @@ func (st *streamState) delay(ctx context.Context, d time.Duration) error {
 			}
 		}
 	}
+}
+
+// distinctKey identifies a row's projected values (cols), for DISTINCT.
+func distinctKey(r row, cols []int) string {
+	var b strings.Builder
+	for _, c := range cols {
+		fmt.Fprintf(&b, "%T:%v\x00", r[c], r[c])
+	}
+	return b.String()
 }

@@ -19,6 +19,20 @@
 //     http.pprof endpoint) taken during the middle window.
 //   - BenchmarkSourceOnly reads the simulator through the bridge's Flight
 //     client (package source) alone, generating rows or replaying them.
+//   - With -perf.peers, TestThroughput also runs the bridge's peers on
+//     each Apache Kafka configuration, after the bridge and on the same
+//     broker, each into a fresh topic with the same partitions: kcat
+//     (idempotent and defaults) and a franz-go raw producer (idempotent,
+//     and in ~100 ms transactions: TestPeerProducer, a child of the test
+//     binary) producing records captured from the bridge's topic, and
+//     the Amp Python SDK Kafka loader's loop reproduced in
+//     testdata/amp_loader_loop.py; -perf.json writes every figure.
+//   - TestLatency (-perf.latency) measures reorg retraction latency at
+//     depth 10 and 128 and the restart time to the first new committed
+//     record (clean, and after kill -9 with a transaction open).
+//   - TestBenchReport (-perf.report DIR) writes BENCHMARKS.md and
+//     BENCHMARKS.json from what make bench wrote into DIR;
+//     TestBenchReportSmoke runs it on made-up parts in make test.
 //
 // TestThroughput is skipped unless -perf.e2e is given, so `make test`
 // never runs it; `make bench-e2e` does, after `make services` has

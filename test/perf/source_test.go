@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
@@ -21,7 +22,10 @@ import (
 // batch query (27 columns, 10k-row batches) and the 15-column streaming
 // query of TestThroughput (10k-row batches). rows/s is reported.
 func BenchmarkSourceOnly(b *testing.B) {
-	const blocks = 2000
+	blocks := 2000
+	if testenv.BenchSmoke() {
+		blocks = 20
+	}
 	queries := []struct {
 		name, sql string
 		stream    bool

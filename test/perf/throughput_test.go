@@ -43,6 +43,7 @@ var (
 	flagProfile   = flag.Bool("perf.profile", true, "save a CPU profile of the bridge during the middle window")
 	flagOut       = flag.String("perf.out", "", "directory for logs, configs and profiles (default: a temporary directory)")
 	flagBridge    = flag.String("perf.bridge", "", "bridge binary to run instead of building ./cmd/bridge")
+	flagJSON      = flag.String("perf.json", "", "file to write every configuration's figures to as JSON (make bench's report reads it)")
 )
 
 // txColumns are the 15 columns performance.md's encoder figures use.
@@ -122,6 +123,10 @@ type env struct {
 	// query (star or not), for the MB/s of backfill runs, whose partition
 	// producers have no client metrics.
 	bytesPerRow map[bool]float64
+	// brokerName names the broker of the current configuration.
+	brokerName string
+	// results are the figures for -perf.json: the bridge's and its peers'.
+	results []e2eResult
 }
 
 func TestThroughput(t *testing.T) {
@@ -153,6 +158,10 @@ func TestThroughput(t *testing.T) {
 		})
 	}
 	t.Logf("summary (median of %d windows of %s after %s warm-up):\n%s", *flagRuns, *flagRun, *flagWarmup, strings.Join(summary, "\n"))
+	if *flagJSON != "" {
+		require.NoError(t, writeJSON(*flagJSON, e2eFile{Results: e.results, Warmup: flagWarmup.String(), Run: flagRun.String(),
+			Runs: *flagRuns, PeerWarmup: flagPeerWarmup.String()}))
+	}
 }
 
 func buildDevstack(t *testing.T) string {
@@ -239,6 +248,10 @@ func runConfig(t *testing.T, e *env, c perfConfig) []window {
 	reg := httptest.NewServer(srfake.NewRegistry().Handler())
 	t.Cleanup(reg.Close)
 	br := startBroker(t, e, c, dir)
+	e.brokerName = "kfake (devstack kfake -blackhole, its own process)"
+	if c.broker == "kafka" {
+		e.brokerName = "Apache Kafka " + kafkaVersion() + " (single KRaft broker, testenv)"
+	}
 
 	name := fmt.Sprintf("perf-%s-%d", strings.ReplaceAll(c.name, "/", "-"), time.Now().UnixNano()%1_000_000)
 	topic := name + ".transactions"
@@ -379,7 +392,29 @@ streams:
 				c.name, a.n, a.key, a.value, a.headers, a.headerBytes)
 		}
 	}
+	// The peers' records are captured while the bridge runs, for the same
+	// reason: after its shutdown the end of the topic is an aborted
+	// transaction that a read_committed capture would skip.
+	var cp *capture
+	if *flagPeers != "" && c.broker == "kafka" {
+		cp, err = captureRecords(ctx, br.addr, topic, *flagCapture, dir)
+		require.NoError(t, err)
+		t.Logf("%s: captured %d records (%.0f B with %.1f headers, %.0f B key and value; %d left out of kcat's input)",
+			c.name, len(cp.records), cp.bytesFull, cp.headersPerRecord, cp.bytesKV, cp.skipped)
+	}
 	require.Zero(t, proc.Term(30*time.Second), "bridge exit code; log tail:\n%s", testenv.Tail(logPath, 20))
+	res := e2eResult{Config: c.name, Partitions: c.partitions, Contender: "bridge", Broker: e.brokerName,
+		Method: "cmd/bridge as a process: Flight from the simulator (replayed 10k-row batches), Arrow decode, Avro, transactions at every microbatch, " +
+			"Redis checkpoints (appendfsync always), acks=all, no compression; " + map[bool]string{false: "15-column query", true: "SELECT *"}[c.star]}
+	if *flagProfile {
+		res.Profile = filepath.Join(dir, "cpu.pprof")
+	}
+	res.fill(ws)
+	e.results = append(e.results, res)
+	if cp != nil {
+		stopFeed()
+		e.results = append(e.results, runPeers(t, e, c, br, sim, cp, dir)...)
+	}
 	return ws
 }
 

@@ -1,0 +1,454 @@
+package perf
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/bridgetest"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
+)
+
+var (
+	flagLatency        = flag.Bool("perf.latency", false, "run TestLatency (reorg retraction latency and restart times on a private Apache Kafka broker; minutes)")
+	flagReorgSamples   = flag.Int("perf.reorg-samples", 100, "reorgs of depth 10 measured by TestLatency")
+	flagReorgDeep      = flag.Int("perf.reorg-samples-deep", 20, "reorgs of depth 128 measured by TestLatency (each first mines 130 blocks one by one)")
+	flagRestartSamples = flag.Int("perf.restart-samples", 10, "restarts of each kind measured by TestLatency")
+	flagLatencyJSON    = flag.String("perf.latency-json", "", "file to write TestLatency's figures to as JSON")
+)
+
+// latencyResult is one latency figure of TestLatency.
+type latencyResult struct {
+	// Name is reorg-depth-10, reorg-depth-128, restart-clean or
+	// restart-kill9.
+	Name    string    `json:"name"`
+	Method  string    `json:"method"`
+	Samples int       `json:"samples"`
+	P50Ms   float64   `json:"p50_ms"`
+	P99Ms   float64   `json:"p99_ms"`
+	MaxMs   float64   `json:"max_ms"`
+	AllMs   []float64 `json:"all_ms"`
+	Rows    float64   `json:"commit_rows_median,omitempty"`
+	Load    string    `json:"load_average"`
+	Broker  string    `json:"broker"`
+}
+
+// latencyFile is what -perf.latency-json holds.
+type latencyFile struct {
+	Results []latencyResult `json:"results"`
+}
+
+// TestLatency measures, with the bridge binary as a process against a
+// private Apache Kafka broker, redis-server (appendfsync always) and the
+// simulator at mainnet density (171 transactions per block, SELECT * of
+// eth_rpc.transactions, streaming at the tip):
+//
+//   - reorg retraction latency at depth 10 and 128: from the bridge's
+//     detection (its "reorg" log line) to the commit that carries the
+//     retractions, after the Kafka transaction and the Redis checkpoint
+//     write (its "committed" log line); both times are the bridge's own
+//     clock, read from its JSON log;
+//   - restart to the first new committed record: the time from exec of the
+//     bridge to the first record a read_committed consumer (already
+//     positioned at the end of the data topic) receives, after a clean
+//     stop (SIGTERM) and after kill -9 while a transaction was open on the
+//     data topic (its high watermark above its last stable offset).
+//
+// Skipped unless -perf.latency is given (make bench).
+func TestLatency(t *testing.T) {
+	if !*flagLatency {
+		t.Skip("latency harness: run with -perf.latency (make bench)")
+	}
+	dir := *flagOut
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	dir = filepath.Join(dir, "latency")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	bin := *flagBridge
+	if bin == "" {
+		bin = bridgetest.Build(t, false)
+	}
+	sim, err := ampsim.New(ampsim.Config{
+		NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 50, TxPerBlock: ampsim.DefaultTxPerBlock, LogsPerTx: -1},
+		KeepAlive:     ampsim.KeepAliveOff,
+	})
+	require.NoError(t, err)
+	require.NoError(t, sim.Start(t.Context()))
+	t.Cleanup(func() { _ = sim.Close() })
+	rs := testenv.StartRedisServer(t)
+	reg := httptest.NewServer(srfake.NewRegistry().Handler())
+	t.Cleanup(reg.Close)
+	br := startKafka(t, dir)
+	brokerName := "Apache Kafka " + kafkaVersion() + " (single KRaft broker, testenv)"
+	name := fmt.Sprintf("lat-%d", time.Now().UnixNano()%1_000_000)
+	topic := name + ".transactions"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(br.addr))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	_, err = adm.CreateTopic(t.Context(), 1, 1, map[string]*string{"cleanup.policy": new("delete")}, topic)
+	require.NoError(t, err)
+	cfg := fmt.Sprintf(`amp:
+  addr: %s
+  reconnect_min: 50ms
+  reconnect_max: 1s
+kafka:
+  brokers: [%s]
+  transactional_id_prefix: %s
+  control_topic: %s.control
+  replication_factor: 1
+  compression: none
+registry:
+  url: %s
+checkpoint:
+  store: redis
+  redis:
+    addr: %s
+    key_prefix: %s
+http:
+  addr: %s
+log:
+  level: debug
+  format: json
+streams:
+  - id: lat
+    sql: "SELECT * FROM eth_rpc.transactions SETTINGS stream = true"
+    topic: %s
+    partitions: 1
+    retention_blocks: 256
+    head_poll_interval: -1s
+`, sim.Addr(), br.addr, name, name, reg.URL, rs.Addr(), name, freeAddr(t), topic)
+	cfgPath := filepath.Join(dir, "bridge.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
+	logPath := filepath.Join(dir, "bridge.log")
+	// The log is read from its start: a log of an earlier run in the same
+	// -perf.out must not be.
+	if err := os.Remove(logPath); err != nil && !os.IsNotExist(err) {
+		require.NoError(t, err)
+	}
+	var proc *testenv.Process
+	start := func() time.Time {
+		t.Helper()
+		cmd := exec.CommandContext(context.Background(), bin, "run", "-c", cfgPath)
+		cmd.Env = bridgetest.Env()
+		at := time.Now()
+		p, err := testenv.StartProcess(cmd, logPath)
+		require.NoError(t, err)
+		proc = p
+		t.Cleanup(p.Kill9)
+		return at
+	}
+	ctx := t.Context()
+	lastStable := func() int64 {
+		lo, err := adm.ListCommittedOffsets(ctx, topic)
+		require.NoError(t, err)
+		o, _ := lo.Lookup(topic, 0)
+		return o.Offset
+	}
+	highWater := func() int64 {
+		lo, err := adm.ListEndOffsets(ctx, topic)
+		require.NoError(t, err)
+		o, _ := lo.Lookup(topic, 0)
+		return o.Offset
+	}
+	// caughtUp waits until the bridge committed the simulator's head.
+	logs := &logReader{path: logPath}
+	caughtUp := func() {
+		t.Helper()
+		head, _ := sim.Head()
+		poll := 20 * time.Millisecond
+		if logs.committedBlock() >= head-1 {
+			poll = 2 * time.Millisecond
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			require.False(t, proc.Exited(), "bridge exited (%v); log tail:\n%s", proc.Err(), testenv.Tail(logPath, 20))
+			require.True(t, time.Now().Before(deadline), "the bridge did not commit block %d in 2 minutes; log tail:\n%s", head, testenv.Tail(logPath, 20))
+			if logs.committedBlock() >= head {
+				return
+			}
+			time.Sleep(poll)
+		}
+	}
+	start()
+	caughtUp()
+
+	var results []latencyResult
+	for _, depth := range []int{10, 128} {
+		var ms, rows []float64
+		samples := *flagReorgSamples
+		if depth > 10 {
+			samples = *flagReorgDeep
+		}
+		for range samples {
+			// Blocks one by one, each committed before the next: the
+			// reorg then replaces depth one-block batches, as at the tip
+			// (a batch that starts below the fork point is retracted
+			// whole and replayed from its start).
+			for range depth + 2 {
+				sim.Mine(1)
+				caughtUp()
+			}
+			logs.skip()
+			require.NoError(t, sim.Reorg(depth, depth+1))
+			deadline := time.Now().Add(time.Minute)
+			for {
+				require.True(t, time.Now().Before(deadline), "no commit after a reorg of depth %d in a minute; log tail:\n%s", depth, testenv.Tail(logPath, 20))
+				require.False(t, proc.Exited(), "bridge exited (%v); log tail:\n%s", proc.Err(), testenv.Tail(logPath, 20))
+				if d, n, ok := logs.reorgToCommit(); ok {
+					ms = append(ms, d.Seconds()*1000)
+					rows = append(rows, n)
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		r := latencyOf(fmt.Sprintf("reorg-depth-%d", depth), ms, brokerName)
+		r.Method = fmt.Sprintf("reorg of the last %d blocks (one-block batches, %d new blocks) at the tip, SELECT * at %d tx/block: the bridge's \"reorg\" log line (detection) "+
+			"to its next \"committed\" line (retractions and replacement rows committed with the control event, then the Redis checkpoint written)",
+			depth, depth+1, ampsim.DefaultTxPerBlock)
+		slices.Sort(rows)
+		r.Rows = rows[len(rows)/2]
+		results = append(results, r)
+		t.Logf("%s: p50 %.1f ms, p99 %.1f ms, max %.1f ms over %d reorgs (%.0f replacement rows in the commit, median); load %s", r.Name, r.P50Ms, r.P99Ms, r.MaxMs, r.Samples, r.Rows, r.Load)
+	}
+
+	// firstNew returns the time until the first committed record after
+	// the data topic's current end.
+	firstNew := func(restart func() time.Time) time.Duration {
+		t.Helper()
+		from := highWater()
+		cons, err := kgo.NewClient(kgo.SeedBrokers(br.addr), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(from)}}),
+			kgo.FetchMaxWait(50*time.Millisecond))
+		require.NoError(t, err)
+		defer cons.Close()
+		at := restart()
+		got := make(chan time.Time, 1)
+		go func() {
+			for {
+				fs := cons.PollFetches(ctx)
+				if ctx.Err() != nil {
+					return
+				}
+				if fs.NumRecords() > 0 {
+					got <- time.Now()
+					return
+				}
+			}
+		}()
+		select {
+		case when := <-got:
+			return when.Sub(at)
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("no new committed record 2 minutes after the restart; log tail:\n%s", testenv.Tail(logPath, 20))
+			return 0
+		}
+	}
+	var clean []float64
+	for range *flagRestartSamples {
+		caughtUp()
+		require.Zero(t, proc.Term(30*time.Second), "bridge exit code; log tail:\n%s", testenv.Tail(logPath, 20))
+		sim.Mine(5)
+		d := firstNew(start)
+		clean = append(clean, d.Seconds()*1000)
+	}
+	r := latencyOf("restart-clean", clean, brokerName)
+	r.Method = "SIGTERM, 5 new blocks, exec of the bridge to the first new record a read_committed consumer positioned at the data topic's end receives"
+	results = append(results, r)
+	t.Logf("%s: p50 %.0f ms, max %.0f ms over %d; load %s", r.Name, r.P50Ms, r.MaxMs, r.Samples, r.Load)
+
+	var killed []float64
+	tries := 0
+	for len(killed) < *flagRestartSamples {
+		caughtUp()
+		// Blocks keep coming so that a transaction is open most of the time.
+		var mining atomic.Bool
+		mining.Store(true)
+		mined := make(chan struct{})
+		go func() {
+			defer close(mined)
+			for mining.Load() {
+				sim.Mine(1)
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+		open := false
+		deadline := time.Now().Add(20 * time.Second)
+		for !open && time.Now().Before(deadline) {
+			if highWater() > lastStable() {
+				proc.Kill9()
+				open = highWater() > lastStable()
+				if !open {
+					// Committed between the check and the kill: start again.
+					mining.Store(false)
+					<-mined
+					break
+				}
+			}
+		}
+		mining.Store(false)
+		<-mined
+		tries++
+		require.Less(t, tries, 5*(*flagRestartSamples)+10, "could not kill the bridge with a transaction open")
+		if !open {
+			if proc.Exited() {
+				start()
+			}
+			continue
+		}
+		sim.Mine(5)
+		d := firstNew(start)
+		killed = append(killed, d.Seconds()*1000)
+	}
+	r = latencyOf("restart-kill9", killed, brokerName)
+	r.Method = "kill -9 while a transaction is open on the data topic (high watermark above the last stable offset), 5 new blocks, exec of the bridge " +
+		"to the first new record a read_committed consumer positioned at the data topic's end receives (includes fencing the zombie's transaction)"
+	results = append(results, r)
+	t.Logf("%s: p50 %.0f ms, max %.0f ms over %d (%d tries); load %s", r.Name, r.P50Ms, r.MaxMs, r.Samples, tries, r.Load)
+	require.Zero(t, proc.Term(30*time.Second), "bridge exit code; log tail:\n%s", testenv.Tail(logPath, 20))
+	if *flagLatencyJSON != "" {
+		require.NoError(t, writeJSON(*flagLatencyJSON, latencyFile{Results: results}))
+	}
+}
+
+// latencyOf summarizes samples in ms.
+func latencyOf(name string, ms []float64, broker string) latencyResult {
+	s := slices.Clone(ms)
+	slices.Sort(s)
+	return latencyResult{Name: name, Samples: len(s), P50Ms: quantile(s, 0.5), P99Ms: quantile(s, 0.99), MaxMs: s[len(s)-1],
+		AllMs: ms, Load: loadAvg(), Broker: broker}
+}
+
+// quantile is the nearest-rank quantile q of sorted s.
+func quantile(s []float64, q float64) float64 {
+	if len(s) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// logReader reads the bridge's JSON log as it grows.
+type logReader struct {
+	path   string
+	offset int64
+	// lastBlock is the highest block of a "committed" line.
+	lastBlock uint64
+	// reorgAt is the time of the first "reorg" line after skip, reorgRows
+	// the rows the "retract" lines after it named.
+	reorgAt time.Time
+}
+
+// logLine is the part of a bridge log line the harness reads.
+type logLine struct {
+	Time time.Time `json:"time"`
+	Msg  string    `json:"msg"`
+	To   string    `json:"to"`
+	Rows float64   `json:"rows"`
+}
+
+// lines reads the lines appended since the last call.
+func (l *logReader) lines(f func(logLine)) {
+	fh, err := os.Open(l.path)
+	if err != nil {
+		return
+	}
+	defer fh.Close()
+	if _, err := fh.Seek(l.offset, 0); err != nil {
+		return
+	}
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		b := sc.Bytes()
+		if len(b) == 0 || b[0] != '{' {
+			l.offset += int64(len(b)) + 1
+			continue
+		}
+		var ln logLine
+		if err := json.Unmarshal(b, &ln); err != nil {
+			return // a line being written: read it next time
+		}
+		l.offset += int64(len(b)) + 1
+		f(ln)
+	}
+}
+
+// committedBlock returns the highest block a "committed" line named.
+func (l *logReader) committedBlock() uint64 {
+	l.lines(func(ln logLine) {
+		if ln.Msg == "committed" {
+			if b, ok := lastBlockOf(ln.To); ok {
+				l.lastBlock = max(l.lastBlock, b)
+			}
+		}
+	})
+	return l.lastBlock
+}
+
+// skip reads past every line written so far.
+func (l *logReader) skip() {
+	l.committedBlock()
+	l.reorgAt = time.Time{}
+}
+
+// reorgToCommit returns the time from the first "reorg" line after skip to
+// the first "committed" line after it, and that commit's rows.
+func (l *logReader) reorgToCommit() (time.Duration, float64, bool) {
+	var d time.Duration
+	var rows float64
+	var ok bool
+	l.lines(func(ln logLine) {
+		switch {
+		case ok:
+		case ln.Msg == "reorg" && l.reorgAt.IsZero():
+			l.reorgAt = ln.Time
+		case ln.Msg == "committed" && !l.reorgAt.IsZero():
+			d, rows, ok = ln.Time.Sub(l.reorgAt), ln.Rows, true
+		}
+		if ln.Msg == "committed" {
+			if b, bok := lastBlockOf(ln.To); bok {
+				l.lastBlock = max(l.lastBlock, b)
+			}
+		}
+	})
+	return d, rows, ok
+}
+
+// lastBlockOf parses the end block of the last range of a "committed"
+// line's "to" attribute, as fmt prints []reorg.BlockRange
+// ("[mainnet 100..=105 (0x…)]").
+func lastBlockOf(s string) (uint64, bool) {
+	i := strings.LastIndex(s, "..=")
+	if i < 0 {
+		return 0, false
+	}
+	rest := s[i+3:]
+	j := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
+	if j < 0 {
+		j = len(rest)
+	}
+	n, err := strconv.ParseUint(rest[:j], 10, 64)
+	return n, err == nil
+}

@@ -1,0 +1,556 @@
+package perf
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
+)
+
+// The peers of the bridge on the same broker (make bench): each produces the
+// same records, captured from the bridge's topic, into a fresh topic with
+// the same partitions, and is measured as the bridge is (committed offsets,
+// CPU of its process and of the broker's).
+var (
+	flagPeers = flag.String("perf.peers", "",
+		"comma-separated peers to run after the bridge on each Apache Kafka configuration: "+
+			"kcat-idempotent, kcat-defaults, franz-go-idempotent, franz-go-txn, python-loader (p1 only); empty: none")
+	flagPeerWarmup = flag.Duration("perf.peer-warmup", 15*time.Second, "warm-up of each peer before its first window (the broker is already warm)")
+	flagPeerRun    = flag.Duration("perf.peer-run", 0, "length of one measured window of a peer (0: -perf.run)")
+	flagCapture    = flag.Int("perf.capture", 100_000, "records captured from the bridge's topic for the peers (cycled)")
+	flagPyRun      = flag.Duration("perf.python-run", 60*time.Second, "measured window of the Python loader peer")
+)
+
+// The environment of a peer producer started as a child of the test binary
+// (TestPeerProducer).
+const (
+	envPeerMode   = "PERF_PEER_MODE" // idempotent or txn
+	envPeerBroker = "PERF_PEER_BROKER"
+	envPeerTopic  = "PERF_PEER_TOPIC"
+	envPeerFile   = "PERF_PEER_FILE"
+)
+
+// kcat's delimiters: byte strings no captured record contains (records
+// that do are left out of kcat's file, and counted).
+const (
+	kcatKeyDelim = "\xfe\x01\xfd\x02\xfc\x03\xfb\x04"
+	kcatMsgDelim = "\xfa\x05\xf9\x06\xf8\x07\xf7\x08"
+)
+
+// escapeDelim writes a delimiter as kcat's -K/-D escapes (\xNN).
+func escapeDelim(s string) string {
+	var b strings.Builder
+	for i := range len(s) {
+		fmt.Fprintf(&b, "\\x%02x", s[i])
+	}
+	return b.String()
+}
+
+// capture is the records the peers produce.
+type capture struct {
+	records []*kgo.Record
+	// franz is the file TestPeerProducer reads (length-prefixed key,
+	// value and headers); kcat is kcat's input (key and value only:
+	// kcat has no per-record headers), skipped the records left out.
+	franz, kcat         string
+	kcatBytes           []byte
+	skipped             int
+	bytesFull, bytesKV  float64 // mean bytes per record with and without headers
+	headersPerRecord    float64
+	partitionsCaptured  int
+	capturedFromOffsets map[int32]int64
+}
+
+// captureRecords reads up to n committed records from the end of topic
+// (read_committed, every partition) and writes the peers' files into dir.
+func captureRecords(ctx context.Context, addr, topic string, n int, dir string) (*capture, error) {
+	acl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return nil, fmt.Errorf("creating admin client: %w", err)
+	}
+	lo, err := kadm.NewClient(acl).ListCommittedOffsets(ctx, topic)
+	acl.Close()
+	if err != nil {
+		return nil, fmt.Errorf("listing committed offsets: %w", err)
+	}
+	starts := map[int32]kgo.Offset{}
+	from := map[int32]int64{}
+	parts := 0
+	lo.Each(func(o kadm.ListedOffset) { parts++ })
+	per := int64(2*n/max(parts, 1) + 1)
+	lo.Each(func(o kadm.ListedOffset) {
+		from[o.Partition] = max(0, o.Offset-per)
+		starts[o.Partition] = kgo.NewOffset().At(from[o.Partition])
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: starts}))
+	if err != nil {
+		return nil, fmt.Errorf("creating consumer: %w", err)
+	}
+	defer cl.Close()
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	c := &capture{partitionsCaptured: parts, capturedFromOffsets: from}
+	var fetchErr error
+	polls := 0
+	for len(c.records) < n {
+		fs := cl.PollFetches(cctx)
+		if cctx.Err() != nil {
+			break
+		}
+		polls++
+		fs.EachError(func(_ string, _ int32, err error) { fetchErr = err })
+		fs.EachRecord(func(r *kgo.Record) {
+			if len(c.records) < n && r.Value != nil {
+				c.records = append(c.records, &kgo.Record{Key: r.Key, Value: r.Value, Headers: r.Headers})
+			}
+		})
+	}
+	if len(c.records) == 0 {
+		return nil, fmt.Errorf("captured no record of %s from offsets %v (last stable offsets %v) in %d polls (last fetch error: %w)",
+			topic, from, lo, polls, fetchErr)
+	}
+	var franz, kc bytes.Buffer
+	var hdr [4]byte
+	put := func(b []byte) {
+		binary.BigEndian.PutUint32(hdr[:], uint32(len(b)))
+		franz.Write(hdr[:])
+		franz.Write(b)
+	}
+	for _, r := range c.records {
+		put(r.Key)
+		put(r.Value)
+		binary.BigEndian.PutUint32(hdr[:], uint32(len(r.Headers)))
+		franz.Write(hdr[:])
+		size := len(r.Key) + len(r.Value)
+		for _, h := range r.Headers {
+			put([]byte(h.Key))
+			put(h.Value)
+			size += len(h.Key) + len(h.Value)
+		}
+		c.bytesFull += float64(size)
+		c.headersPerRecord += float64(len(r.Headers))
+		if bytes.Contains(r.Key, []byte(kcatKeyDelim)) || bytes.Contains(r.Value, []byte(kcatMsgDelim)) ||
+			bytes.Contains(r.Value, []byte(kcatKeyDelim)) || bytes.Contains(r.Key, []byte(kcatMsgDelim)) {
+			c.skipped++
+			continue
+		}
+		kc.Write(r.Key)
+		kc.WriteString(kcatKeyDelim)
+		kc.Write(r.Value)
+		kc.WriteString(kcatMsgDelim)
+		c.bytesKV += float64(len(r.Key) + len(r.Value))
+	}
+	k := float64(len(c.records))
+	c.bytesFull /= k
+	c.headersPerRecord /= k
+	c.bytesKV /= max(1, k-float64(c.skipped))
+	c.franz = filepath.Join(dir, "captured.records")
+	c.kcat = filepath.Join(dir, "captured.kcat")
+	c.kcatBytes = kc.Bytes()
+	if err := os.WriteFile(c.franz, franz.Bytes(), 0o644); err != nil {
+		return nil, fmt.Errorf("writing the captured records: %w", err)
+	}
+	if err := os.WriteFile(c.kcat, c.kcatBytes, 0o644); err != nil {
+		return nil, fmt.Errorf("writing kcat's input: %w", err)
+	}
+	return c, nil
+}
+
+// readCaptured reads a file captureRecords wrote for TestPeerProducer.
+func readCaptured(path string) ([]*kgo.Record, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading captured records: %w", err)
+	}
+	next := func() ([]byte, error) {
+		if len(raw) < 4 {
+			return nil, io.ErrUnexpectedEOF
+		}
+		n := binary.BigEndian.Uint32(raw)
+		if uint32(len(raw)-4) < n {
+			return nil, io.ErrUnexpectedEOF
+		}
+		b := raw[4 : 4+n]
+		raw = raw[4+n:]
+		return b, nil
+	}
+	var out []*kgo.Record
+	for len(raw) > 0 {
+		k, err := next()
+		if err != nil {
+			return nil, fmt.Errorf("%s: key: %w", path, err)
+		}
+		v, err := next()
+		if err != nil {
+			return nil, fmt.Errorf("%s: value: %w", path, err)
+		}
+		if len(raw) < 4 {
+			return nil, fmt.Errorf("%s: header count: %w", path, io.ErrUnexpectedEOF)
+		}
+		nh := binary.BigEndian.Uint32(raw)
+		raw = raw[4:]
+		r := &kgo.Record{Key: k, Value: v}
+		for range nh {
+			hk, err := next()
+			if err != nil {
+				return nil, fmt.Errorf("%s: header key: %w", path, err)
+			}
+			hv, err := next()
+			if err != nil {
+				return nil, fmt.Errorf("%s: header value: %w", path, err)
+			}
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: string(hk), Value: hv})
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// TestPeerProducer is the franz-go raw producer peer, run by the harness
+// as a child of the test binary (so that its CPU is its own): it produces
+// the records of PERF_PEER_FILE in a loop to PERF_PEER_TOPIC, idempotent
+// (PERF_PEER_MODE=idempotent) or in ~100 ms transactions (txn), until
+// SIGTERM. Without PERF_PEER_MODE it returns at once.
+func TestPeerProducer(t *testing.T) {
+	mode := os.Getenv(envPeerMode)
+	if mode == "" {
+		return // not a child of the harness: nothing to do
+	}
+	recs, err := readCaptured(os.Getenv(envPeerFile))
+	require.NoError(t, err)
+	require.NotEmpty(t, recs)
+	topic := os.Getenv(envPeerTopic)
+	opts := []kgo.Opt{kgo.SeedBrokers(os.Getenv(envPeerBroker)), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.DefaultProduceTopic(topic)}
+	if mode == "txn" {
+		opts = append(opts, kgo.TransactionalID(fmt.Sprintf("perf-franz-%d", os.Getpid())))
+	}
+	cl, err := kgo.NewClient(opts...)
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	var failed error
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil && failed == nil && ctx.Err() == nil {
+			failed = err
+		}
+	}
+	produce := func(i int) {
+		r := recs[i%len(recs)]
+		cl.Produce(ctx, &kgo.Record{Key: r.Key, Value: r.Value, Headers: r.Headers}, promise)
+	}
+	i := 0
+	for ctx.Err() == nil && failed == nil {
+		if mode != "txn" {
+			for range 1000 {
+				produce(i)
+				i++
+			}
+			continue
+		}
+		require.NoError(t, cl.BeginTransaction())
+		end := time.Now().Add(100 * time.Millisecond)
+		for time.Now().Before(end) && ctx.Err() == nil {
+			for range 1000 {
+				produce(i)
+				i++
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		require.NoError(t, cl.Flush(ctx))
+		require.NoError(t, cl.EndTransaction(ctx, kgo.TryCommit))
+	}
+	require.NoError(t, failed)
+}
+
+// peerProc is a running peer.
+type peerProc struct {
+	pid  int
+	stop func()
+	// exited reports an early exit and the log tail.
+	exited func() (bool, string)
+}
+
+// runPeers runs the peers of -perf.peers against the configuration's broker
+// after its bridge run, each into a fresh topic with c.partitions.
+func runPeers(t *testing.T, e *env, c perfConfig, br broker, sim *ampsim.Server, cp *capture, dir string) []e2eResult {
+	var out []e2eResult
+	for p := range strings.SplitSeq(*flagPeers, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if p == "python-loader" && c.partitions != 1 {
+			continue
+		}
+		t.Run(p, func(t *testing.T) {
+			out = append(out, runPeer(t, e, c, br, sim, cp, dir, p))
+		})
+	}
+	return out
+}
+
+func runPeer(t *testing.T, e *env, c perfConfig, br broker, sim *ampsim.Server, cp *capture, dir, peer string) e2eResult {
+	ctx := t.Context()
+	topic := fmt.Sprintf("peer-%s-p%d-%d", peer, c.partitions, time.Now().UnixNano()%1_000_000)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(br.addr))
+	require.NoError(t, err)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	_, err = adm.CreateTopic(ctx, int32(c.partitions), 1, map[string]*string{"cleanup.policy": new("delete"),
+		"retention.bytes": new(strconv.Itoa(512 << 20)), "segment.bytes": new(strconv.Itoa(128 << 20))}, topic)
+	require.NoError(t, err)
+	logPath := filepath.Join(dir, peer+".log")
+	res := e2eResult{Config: c.name, Partitions: c.partitions, Contender: peer, Broker: e.brokerName}
+	var pp peerProc
+	run, warm := *flagPeerRun, *flagPeerWarmup
+	if run == 0 {
+		run = *flagRun
+	}
+	runs := *flagRuns
+	switch peer {
+	case "kcat-idempotent", "kcat-defaults":
+		kcat := os.Getenv("BRIDGE_BENCH_KCAT")
+		if kcat == "" {
+			kcat, err = exec.LookPath("kcat")
+			require.NoError(t, err, "kcat is not installed: make bench installs it (deploy/local/stack.sh start bench), or set BRIDGE_BENCH_KCAT")
+		}
+		args := []string{"-P", "-b", br.addr, "-t", topic, "-K", escapeDelim(kcatKeyDelim), "-D", escapeDelim(kcatMsgDelim)}
+		res.Method = "kcat -P, key and value of the captured records (kcat has no per-record headers) cycled through its stdin, librdkafka defaults"
+		if peer == "kcat-idempotent" {
+			args = append(args, "-X", "enable.idempotence=true")
+			res.Method += " plus enable.idempotence=true (acks=all)"
+		} else {
+			res.Method += " (not idempotent)"
+		}
+		res.BytesPerRow = cp.bytesKV
+		pp = startKcat(t, kcat, args, cp.kcatBytes, logPath)
+	case "franz-go-idempotent", "franz-go-txn":
+		mode := "idempotent"
+		res.Method = "franz-go raw producer (kgo defaults, no compression) of the captured records (key, value, headers) in a loop, idempotent, acks=all, a child process"
+		if peer == "franz-go-txn" {
+			mode = "txn"
+			res.Method = "franz-go raw producer (kgo defaults, no compression) of the captured records (key, value, headers) in a loop, transactions of ~100 ms (Begin, produce, Flush, EndTransaction), a child process"
+		}
+		res.BytesPerRow = cp.bytesFull
+		pp = startFranz(t, mode, br.addr, topic, cp.franz, logPath)
+	case "python-loader":
+		runs, run = 1, *flagPyRun
+		res.Method = "the Amp Python SDK's Kafka loader loop reproduced (not its code): pyarrow.flight GetFlightInfo+DoGet of the 15-column stream from the same simulator, " +
+			"RecordBatch.to_pydict(), one dict per row, json.dumps(default=str), one Kafka transaction per Arrow batch (confluent-kafka, PyPI), a child process"
+		pp = startPython(t, sim.Addr(), br.addr, topic, logPath)
+	default:
+		t.Fatalf("-perf.peers: unknown peer %q: want kcat-idempotent, kcat-defaults, franz-go-idempotent, franz-go-txn or python-loader", peer)
+	}
+	defer pp.stop()
+	m := &meter{adm: adm, topic: topic, bridgePID: pp.pid, brokerPID: br.pid}
+	wait := func(d time.Duration) {
+		end := time.Now().Add(d)
+		for time.Now().Before(end) {
+			if ex, tail := pp.exited(); ex {
+				t.Fatalf("%s exited early; log tail:\n%s", peer, tail)
+			}
+			require.GreaterOrEqual(t, freeDisk(dir), uint64(10<<30), "less than 10 GiB of disk left: stopping so the box keeps working")
+			time.Sleep(min(time.Second, time.Until(end)))
+		}
+	}
+	wait(warm)
+	var ws []window
+	for i := range runs {
+		s0, err := m.peerSample(ctx)
+		require.NoError(t, err)
+		wait(run)
+		s1, err := m.peerSample(ctx)
+		require.NoError(t, err)
+		w := measure(s0, s1)
+		w.rssMiB = rssMiB(pp.pid)
+		ws = append(ws, w)
+		t.Logf("%s %s run %d: %.0f rows/s; CPU µs/row: %s %.2f, broker %.2f; load %s", c.name, peer, i+1, w.rowsPerSec, peer, w.bridgeUsPerRow, w.brokerUsPerRow, w.load)
+	}
+	if peer == "python-loader" {
+		pp.stop()
+		if a, err := anatomy(ctx, br.addr, topic, 2000); err == nil {
+			res.BytesPerRow = a.key + a.value + a.headerBytes
+		} else {
+			t.Logf("python-loader record sizes: %v", err)
+		}
+	}
+	res.fill(ws)
+	return res
+}
+
+// peerSample is sample without the bridge's metrics.
+func (m *meter) peerSample(ctx context.Context) (sample, error) {
+	s := sample{at: time.Now()}
+	var err error
+	if s.offsets, err = m.offsets(ctx); err != nil {
+		return s, err
+	}
+	if s.bridgeCPU, err = cpuSeconds(strconv.Itoa(m.bridgePID)); err != nil {
+		return s, err
+	}
+	if s.brokerCPU, err = cpuSeconds(strconv.Itoa(m.brokerPID)); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+func startKcat(t *testing.T, kcat string, args []string, input []byte, logPath string) peerProc {
+	cmd := exec.CommandContext(context.Background(), kcat, args...)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	p, err := testenv.StartProcess(cmd, logPath)
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		// Cycle the captured records until the peer is stopped.
+		w := bufio.NewWriterSize(stdin, 1<<20)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := w.Write(input); err != nil {
+				return
+			}
+		}
+	}()
+	var stopped bool
+	return peerProc{pid: cmd.Process.Pid,
+		stop: func() {
+			if stopped {
+				return
+			}
+			stopped = true
+			close(done)
+			p.Kill9()
+			_ = stdin.Close()
+		},
+		exited: func() (bool, string) { return p.Exited(), testenv.Tail(logPath, 20) }}
+}
+
+func startFranz(t *testing.T, mode, addr, topic, file, logPath string) peerProc {
+	self, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.CommandContext(context.Background(), self, "-test.run", "^TestPeerProducer$", "-test.count", "1", "-test.v")
+	cmd.Env = append(os.Environ(), envPeerMode+"="+mode, envPeerBroker+"="+addr, envPeerTopic+"="+topic, envPeerFile+"="+file)
+	p, err := testenv.StartProcess(cmd, logPath)
+	require.NoError(t, err)
+	var stopped bool
+	return peerProc{pid: cmd.Process.Pid,
+		stop: func() {
+			if !stopped {
+				stopped = true
+				p.Term(10 * time.Second)
+			}
+		},
+		exited: func() (bool, string) { return p.Exited(), testenv.Tail(logPath, 20) }}
+}
+
+func startPython(t *testing.T, ampAddr, addr, topic, logPath string) peerProc {
+	py := testenv.Python(t)
+	script := filepath.Join(moduleDir(t), "testdata", "amp_loader_loop.py")
+	sql := "SELECT " + txColumns + " FROM eth_rpc.transactions SETTINGS stream = true"
+	cmd := exec.CommandContext(context.Background(), py, script, ampAddr, sql, addr, topic)
+	p, err := testenv.StartProcess(cmd, logPath)
+	require.NoError(t, err)
+	var stopped bool
+	return peerProc{pid: cmd.Process.Pid,
+		stop: func() {
+			if !stopped {
+				stopped = true
+				p.Term(10 * time.Second)
+			}
+		},
+		exited: func() (bool, string) { return p.Exited(), testenv.Tail(logPath, 20) }}
+}
+
+// moduleDir is the directory of this package (the test's working directory).
+func moduleDir(t *testing.T) string {
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	return wd
+}
+
+// e2eResult is one contender's figure on one broker configuration.
+type e2eResult struct {
+	Config     string `json:"config"`
+	Partitions int    `json:"partitions"`
+	// Contender is bridge, kcat-idempotent, kcat-defaults,
+	// franz-go-idempotent, franz-go-txn or python-loader.
+	Contender string `json:"contender"`
+	Method    string `json:"method"`
+	Broker    string `json:"broker"`
+	// RowsPerSec is the median of Windows (rows/s committed).
+	RowsPerSec     float64   `json:"rows_per_sec"`
+	Windows        []float64 `json:"windows_rows_per_sec"`
+	WindowSeconds  float64   `json:"window_seconds"`
+	ClientUsPerRow float64   `json:"client_cpu_us_per_row"`
+	BrokerUsPerRow float64   `json:"broker_cpu_us_per_row"`
+	ClientCores    float64   `json:"client_cores"`
+	BrokerCores    float64   `json:"broker_cores"`
+	BytesPerRow    float64   `json:"bytes_per_row"`
+	PeakRSSMiB     float64   `json:"client_peak_rss_mib"`
+	Load           []string  `json:"load_average"`
+	Profile        string    `json:"cpu_profile,omitempty"`
+}
+
+// fill sets the medians of ws.
+func (r *e2eResult) fill(ws []window) {
+	med := func(f func(window) float64) float64 {
+		v := make([]float64, 0, len(ws))
+		for _, w := range ws {
+			v = append(v, f(w))
+		}
+		slices.Sort(v)
+		if len(v) == 0 {
+			return 0
+		}
+		return v[len(v)/2]
+	}
+	for _, w := range ws {
+		r.Windows = append(r.Windows, w.rowsPerSec)
+		r.Load = append(r.Load, w.load)
+		r.WindowSeconds = w.dur
+	}
+	r.RowsPerSec = med(func(w window) float64 { return w.rowsPerSec })
+	r.ClientUsPerRow = med(func(w window) float64 { return w.bridgeUsPerRow })
+	r.BrokerUsPerRow = med(func(w window) float64 { return w.brokerUsPerRow })
+	r.ClientCores = med(func(w window) float64 { return w.bridgeCores })
+	r.BrokerCores = med(func(w window) float64 { return w.brokerCores })
+	if r.BytesPerRow == 0 {
+		r.BytesPerRow = med(func(w window) float64 { return w.bytesPerRow })
+	}
+	if len(ws) > 0 {
+		r.PeakRSSMiB = ws[len(ws)-1].rssMiB
+	}
+}
+
+// errNoResults is returned by readJSON for a missing part.
+var errNoResults = errors.New("no results")

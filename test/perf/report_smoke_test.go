@@ -1,0 +1,73 @@
+package perf
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestBenchReportSmoke runs make bench's report generator on parts shaped
+// as make bench writes them (a second, in make test), so that it cannot
+// rot: every figure is read, its ratio computed the right way round, and
+// a missing part is named in the report.
+func TestBenchReportSmoke(t *testing.T) {
+	dir := t.TempDir()
+	encode := `goos: linux
+load: 1.00 2.00 3.00
+BenchmarkEncode/hotpath         	     100	  1 ns/op	 0 allocs/row	 200.0 cpu-ns/row	 5000000 rows/cpu-s
+BenchmarkEncode/hotpath         	     100	  1 ns/op	 0 allocs/row	 210.0 cpu-ns/row	 4000000 rows/cpu-s
+BenchmarkEncode/hotpath         	     100	  1 ns/op	 0 allocs/row	 190.0 cpu-ns/row	 6000000 rows/cpu-s
+BenchmarkEncode/hamba-structs   	     100	  1 ns/op	 29 allocs/row	 2000 cpu-ns/row	 500000 rows/cpu-s
+BenchmarkEncode/goavro-maps-2   	     100	  1 ns/op	 96 allocs/row	 7000 cpu-ns/row	 140000 rows/cpu-s
+BenchmarkEncode/hotpath-15cols  	     100	  1 ns/op	 0 allocs/row	 100 cpu-ns/row	 10000000 rows/cpu-s
+BenchmarkEncode/hamba-structs-15cols  	     100	  1 ns/op	 11 allocs/row	 760 cpu-ns/row	 1300000 rows/cpu-s
+load: 2.00 2.00 3.00
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "encode.txt"), []byte(encode), 0o644))
+	recover := `BenchmarkRecoverRedisLess/kafka/events=100000-2         	      20	  11000000 ns/op	 669 records_read/op	 5000000 peak_rss_delta_bytes
+BenchmarkRecoverRedisLess/kafka/events=100000/full-read-2 	      20	 220000000 ns/op	 100000 records_read/op	 300000000 peak_rss_delta_bytes
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "recover.txt"), []byte(recover), 0o644))
+	bridge := e2eResult{Config: "kafka/p1", Partitions: 1, Contender: "bridge", Method: "m", Broker: "Apache Kafka x",
+		RowsPerSec: 400_000, ClientUsPerRow: 1.6, BrokerUsPerRow: 1.3, BytesPerRow: 600, Load: []string{"3 3 3"}}
+	kcat := e2eResult{Config: "kafka/p1", Partitions: 1, Contender: "kcat-idempotent", Method: "kcat", RowsPerSec: 320_000, Load: []string{"4 4 4"}}
+	py := e2eResult{Config: "kafka/p1", Partitions: 1, Contender: "python-loader", Method: "py", RowsPerSec: 2_000, BytesPerRow: 1_200}
+	franz6 := e2eResult{Config: "kafka/p6", Partitions: 6, Contender: "franz-go-txn", Method: "franz", RowsPerSec: 800_000}
+	require.NoError(t, writeJSON(filepath.Join(dir, "e2e.json"), e2eFile{Results: []e2eResult{bridge, kcat, py, franz6}, Runs: 3, Run: "30s", Warmup: "60s"}))
+	require.NoError(t, writeJSON(filepath.Join(dir, "latency.json"), latencyFile{Results: []latencyResult{
+		{Name: "reorg-depth-10", Samples: 100, P50Ms: 50, P99Ms: 80, Method: "r"}, {Name: "restart-kill9", Samples: 10, P50Ms: 2500, P99Ms: 4000, Method: "k"}}}))
+
+	rep, err := buildReport(t.Context(), dir, "test machine", time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	require.NoError(t, err)
+	byName := map[string]figure{}
+	for _, f := range rep.Figures {
+		byName[f.Name+" / "+shortPeer(f.Peer)] = f
+		assert.Equal(t, "test machine", f.Machine)
+		assert.Equal(t, "2026-12-01", f.Date)
+	}
+	enc := byName["encoder hot path, 27 columns / hamba/avro v2 from Go structs"]
+	assert.InDelta(t, 10.0, enc.Ratio, 1e-9, "median 5M rows/s over hamba's 500k")
+	assert.Equal(t, "1.00 2.00 3.00 → 2.00 2.00 3.00", enc.Load)
+	assert.InDelta(t, 5e6/140e3, byName["encoder hot path, 27 columns / goavro v2 from maps"].Ratio, 1e-9, "the -2 suffix is dropped")
+	assert.InDelta(t, 1.25, byName["end to end, exactly-once, 1 partition(s) / kcat-idempotent"].Ratio, 1e-9)
+	assert.InDelta(t, 200.0, byName["end to end, exactly-once, 1 partition(s) / python-loader"].Ratio, 1e-9)
+	assert.InDelta(t, 2.0, byName["bytes per row on the wire (key, value, headers) / python-loader"].Ratio, 1e-9, "peer/ours for sizes")
+	assert.InDelta(t, 0.5, byName["reorg-depth-10 p50 (100 samples) / performance.md target"].Ratio, 1e-9, "25 ms target / 50 ms")
+	assert.InDelta(t, 20.0, byName["Redis-less start over a control topic of 100,000 watermark events / reading the whole control topic (the old way)"].Ratio, 1e-9)
+	_, ok := byName["end to end, exactly-once, 6 partition(s) / franz-go-txn"]
+	assert.False(t, ok, "a peer without a bridge figure on its configuration has no ratio")
+	assert.Contains(t, strings.Join(rep.Missing, ";"), "BenchmarkEncode/goavro-maps-15cols", "a missing peer is named")
+	assert.Contains(t, strings.Join(rep.Missing, ";"), "memory/memory.json")
+
+	md := renderMarkdown(rep)
+	for _, want := range []string{"| encoder hot path, 27 columns | 5,000,000 | hamba/avro v2 from Go structs | 500,000 | 10.00× |",
+		"| end to end, exactly-once, 1 partition(s) | 400,000 | kcat-idempotent | 320,000 | 1.25× |", "Not measured in this run:",
+		"reproduces the Amp Python SDK Kafka loader's loop", "## Memory", "No profile in this run."} {
+		assert.Contains(t, md, want)
+	}
+}

@@ -1,0 +1,576 @@
+package perf
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// make bench's report: TestBenchReport reads the parts make bench wrote
+// into one directory and writes BENCHMARKS.md and BENCHMARKS.json. Parts
+// (each optional; a missing one is named in the report, never dropped
+// silently):
+//
+//	encode.txt    go test -bench Encode -benchmem -cpu 1 -count N ./encode/
+//	recover.txt   go test -bench RecoverRedisLess/kafka ./internal/pipeline/
+//	e2e.json      TestThroughput -perf.json (the bridge and its peers)
+//	latency.json  TestLatency -perf.latency-json
+//	memory/memory.json  TestMemory -perf.memory (when that harness exists)
+var (
+	flagReport    = flag.String("perf.report", "", "directory of make bench's parts: write the report (TestBenchReport)")
+	flagReportMD  = flag.String("perf.report-md", "", "where TestBenchReport writes the Markdown report (default: DIR/BENCHMARKS.md)")
+	flagReportOut = flag.String("perf.report-json", "", "where TestBenchReport writes the machine-readable report (default: DIR/BENCHMARKS.json)")
+)
+
+// e2eFile is what -perf.json holds.
+type e2eFile struct {
+	Results    []e2eResult `json:"results"`
+	Warmup     string      `json:"warmup"`
+	Run        string      `json:"window"`
+	Runs       int         `json:"windows"`
+	PeerWarmup string      `json:"peer_warmup"`
+}
+
+// figure is one line of the report: ours beside a peer.
+type figure struct {
+	Group string  `json:"group"`
+	Name  string  `json:"name"`
+	Ours  float64 `json:"ours"`
+	Unit  string  `json:"unit"`
+	Peer  string  `json:"peer,omitempty"`
+	// PeerValue is the peer's figure in Unit.
+	PeerValue float64 `json:"peer_value,omitempty"`
+	// Ratio is how many times better ours is than the peer (> 1: ours is
+	// better): ours/peer for rates, peer/ours for times, sizes and
+	// allocations.
+	Ratio   float64            `json:"ratio,omitempty"`
+	Method  string             `json:"method"`
+	Load    string             `json:"load_average"`
+	Broker  string             `json:"broker"`
+	Machine string             `json:"machine"`
+	Date    string             `json:"date"`
+	Extra   map[string]float64 `json:"extra,omitempty"`
+}
+
+// report is BENCHMARKS.json.
+type report struct {
+	Generated string            `json:"generated"`
+	Machine   string            `json:"machine"`
+	Commit    string            `json:"commit"`
+	Versions  map[string]string `json:"versions"`
+	Figures   []figure          `json:"figures"`
+	Missing   []string          `json:"missing,omitempty"`
+	E2E       *e2eFile          `json:"end_to_end,omitempty"`
+	Latency   *latencyFile      `json:"latency,omitempty"`
+	Memory    json.RawMessage   `json:"memory,omitempty"`
+	Profile   []string          `json:"bridge_cpu_profile_top,omitempty"`
+	ProfileOf string            `json:"bridge_cpu_profile,omitempty"`
+}
+
+// TestBenchReport writes make bench's report from the parts in
+// -perf.report. Skipped without it.
+func TestBenchReport(t *testing.T) {
+	if *flagReport == "" {
+		t.Skip("make bench's report: run with -perf.report DIR")
+	}
+	md, js := *flagReportMD, *flagReportOut
+	if md == "" {
+		md = filepath.Join(*flagReport, "BENCHMARKS.md")
+	}
+	if js == "" {
+		js = filepath.Join(*flagReport, "BENCHMARKS.json")
+	}
+	rep, err := buildReport(t.Context(), *flagReport, machine(), time.Now().UTC())
+	require.NoError(t, err)
+	require.NoError(t, writeJSON(js, rep))
+	require.NoError(t, os.WriteFile(md, []byte(renderMarkdown(rep)), 0o644))
+	t.Logf("wrote %s and %s (%d figures; missing: %v)", md, js, len(rep.Figures), rep.Missing)
+}
+
+// writeJSON writes v indented to path.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// readJSON reads path into v; errNoResults when it does not exist.
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return errNoResults
+	}
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("parsing %s: %w", path, err)
+	}
+	return nil
+}
+
+// kafkaVersion is the Apache Kafka version of the brokers testenv starts
+// (BRIDGE_TEST_KAFKA_VERSION, or the kafka_2.13 jar in
+// BRIDGE_TEST_KAFKA_HOME).
+func kafkaVersion() string {
+	if v := os.Getenv("BRIDGE_TEST_KAFKA_VERSION"); v != "" {
+		return v
+	}
+	jars, _ := filepath.Glob(filepath.Join(os.Getenv("BRIDGE_TEST_KAFKA_HOME"), "kafka_2.13-*.jar"))
+	if len(jars) == 0 {
+		return "?"
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(filepath.Base(jars[0]), "kafka_2.13-"), ".jar")
+}
+
+// machine describes this machine: CPU model, cores, memory, kernel.
+func machine() string {
+	model := "?"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	mem := "?"
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+				mem = fmt.Sprintf("%.0f GiB", kb/(1<<20))
+			}
+		}
+	}
+	return fmt.Sprintf("%s, %d vCPU, %s RAM, %s/%s, %s", model, runtime.NumCPU(), mem, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// goBench is the medians of one benchmark's metrics over its -count runs.
+type goBench map[string]float64
+
+// parseGoBench reads `go test -bench` output: the median of each metric of
+// each benchmark (the -N GOMAXPROCS suffix dropped), and the load average
+// lines the Makefile adds ("load: ...").
+func parseGoBench(text string) (map[string]goBench, string) {
+	all := map[string]map[string][]float64{}
+	var load []string
+	for line := range strings.Lines(text) {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "load:"); ok {
+			load = append(load, strings.TrimSpace(v))
+			continue
+		}
+		if !strings.HasPrefix(line, "Benchmark") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 4 {
+			continue
+		}
+		if _, err := strconv.Atoi(f[1]); err != nil {
+			continue
+		}
+		name := f[0]
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				name = name[:i]
+			}
+		}
+		if all[name] == nil {
+			all[name] = map[string][]float64{}
+		}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err == nil {
+				all[name][f[i+1]] = append(all[name][f[i+1]], v)
+			}
+		}
+	}
+	out := map[string]goBench{}
+	for name, ms := range all {
+		out[name] = goBench{}
+		for unit, vs := range ms {
+			slices.Sort(vs)
+			out[name][unit] = vs[len(vs)/2]
+		}
+	}
+	return out, strings.Join(load, " → ")
+}
+
+// buildReport reads the parts in dir.
+func buildReport(ctx context.Context, dir, mach string, now time.Time) (*report, error) {
+	rep := &report{Generated: now.Format(time.RFC3339), Machine: mach, Commit: gitCommit(ctx), Versions: map[string]string{
+		"go": runtime.Version(), "kafka": "Apache Kafka " + kafkaVersion(),
+		"kcat": os.Getenv("BRIDGE_BENCH_KCAT_VERSION"), "python": os.Getenv("BRIDGE_TEST_PYTHON_VERSIONS")}}
+	date := now.Format("2006-01-02")
+	add := func(f figure) {
+		f.Machine, f.Date = mach, date
+		rep.Figures = append(rep.Figures, f)
+	}
+
+	// Encoder.
+	if b, err := os.ReadFile(filepath.Join(dir, "encode.txt")); err == nil {
+		bs, load := parseGoBench(string(b))
+		method := "go test -run '^$' -bench Encode -benchmem -cpu 1 ./encode/ (one goroutine; rows per CPU-second of the process, so the load of the machine " +
+			"does not count; medians of -count); Arrow transactions batch (10k rows) to Confluent-framed Debezium Avro envelopes"
+		for _, c := range []struct {
+			cols              int
+			ours, hamba, goav string
+		}{{27, "BenchmarkEncode/hotpath", "BenchmarkEncode/hamba-structs", "BenchmarkEncode/goavro-maps"},
+			{15, "BenchmarkEncode/hotpath-15cols", "BenchmarkEncode/hamba-structs-15cols", "BenchmarkEncode/goavro-maps-15cols"}} {
+			o, ok := bs[c.ours]
+			if !ok {
+				rep.Missing = append(rep.Missing, c.ours)
+				continue
+			}
+			for _, p := range []struct{ name, key string }{{"hamba/avro v2 from Go structs", c.hamba}, {"goavro v2 from maps", c.goav}} {
+				pb, ok := bs[p.key]
+				if !ok {
+					rep.Missing = append(rep.Missing, p.key)
+					continue
+				}
+				add(figure{Group: "encoder", Name: fmt.Sprintf("encoder hot path, %d columns", c.cols), Unit: "rows/s per core",
+					Ours: o["rows/cpu-s"], Peer: p.name, PeerValue: pb["rows/cpu-s"], Ratio: ratio(o["rows/cpu-s"], pb["rows/cpu-s"]),
+					Method: method, Load: load, Broker: "none",
+					Extra: map[string]float64{"ours_allocs_per_row": o["allocs/row"], "peer_allocs_per_row": pb["allocs/row"],
+						"ours_cpu_ns_per_row": o["cpu-ns/row"], "peer_cpu_ns_per_row": pb["cpu-ns/row"]}})
+			}
+		}
+		if ref, ok := bs["BenchmarkEncode/reference-handwritten-15cols"]; ok {
+			if o, ok := bs["BenchmarkEncode/hotpath-15cols"]; ok {
+				add(figure{Group: "encoder", Name: "encoder hot path, 15 columns, against a hand-written row-only loop (calibration, not a product path)",
+					Unit: "rows/s per core", Ours: o["rows/cpu-s"], Peer: "hand-written loop over the same 15 columns", PeerValue: ref["rows/cpu-s"],
+					Ratio: ratio(o["rows/cpu-s"], ref["rows/cpu-s"]), Method: method, Load: load, Broker: "none"})
+			}
+		}
+	} else {
+		rep.Missing = append(rep.Missing, "encode.txt (encoder benchmarks)")
+	}
+
+	// End to end.
+	var e2e e2eFile
+	switch err := readJSON(filepath.Join(dir, "e2e.json"), &e2e); {
+	case errors.Is(err, errNoResults):
+		rep.Missing = append(rep.Missing, "e2e.json (end to end on the real broker)")
+	case err != nil:
+		return nil, err
+	default:
+		rep.E2E = &e2e
+		bridges := map[int]e2eResult{}
+		for _, r := range e2e.Results {
+			if r.Contender == "bridge" && strings.HasPrefix(r.Config, "kafka/") && !strings.Contains(r.Config, "backfill") && !strings.Contains(r.Config, "star") {
+				bridges[r.Partitions] = r
+			}
+		}
+		for _, r := range e2e.Results {
+			b, ok := bridges[r.Partitions]
+			if r.Contender == "bridge" || !ok {
+				continue
+			}
+			load := strings.Join(append(slices.Clone(b.Load), r.Load...), ", ")
+			extra := map[string]float64{"bridge_cpu_us_per_row": b.ClientUsPerRow, "bridge_broker_cpu_us_per_row": b.BrokerUsPerRow,
+				"peer_cpu_us_per_row": r.ClientUsPerRow, "peer_broker_cpu_us_per_row": r.BrokerUsPerRow,
+				"bridge_bytes_per_row": b.BytesPerRow, "peer_bytes_per_row": r.BytesPerRow}
+			name := fmt.Sprintf("end to end, exactly-once, %d partition(s)", r.Partitions)
+			add(figure{Group: "end to end", Name: name, Unit: "rows/s committed", Ours: b.RowsPerSec, Peer: r.Contender + ": " + r.Method,
+				PeerValue: r.RowsPerSec, Ratio: ratio(b.RowsPerSec, r.RowsPerSec), Method: b.Method + fmt.Sprintf("; median of %d windows of %s after %s warm-up (peers: %s)",
+					e2e.Runs, e2e.Run, e2e.Warmup, e2e.PeerWarmup), Load: load, Broker: b.Broker, Extra: extra})
+			if r.Contender == "python-loader" && r.BytesPerRow > 0 && b.BytesPerRow > 0 {
+				add(figure{Group: "end to end", Name: "bytes per row on the wire (key, value, headers)", Unit: "B/row", Ours: b.BytesPerRow,
+					Peer: r.Contender, PeerValue: r.BytesPerRow, Ratio: r.BytesPerRow / b.BytesPerRow, Method: "the bridge: producer wire bytes per record; the Python loop: mean record size read back",
+					Load: load, Broker: b.Broker})
+			}
+		}
+		if b, ok := bridges[1]; ok && b.Profile != "" {
+			rep.ProfileOf = relToModule(b.Profile)
+			rep.Profile = profileTop(ctx, b.Profile)
+		}
+	}
+
+	// Latency.
+	var lat latencyFile
+	switch err := readJSON(filepath.Join(dir, "latency.json"), &lat); {
+	case errors.Is(err, errNoResults):
+		rep.Missing = append(rep.Missing, "latency.json (reorg and restart latency)")
+	case err != nil:
+		return nil, err
+	default:
+		rep.Latency = &lat
+		targets := map[string][2]float64{"reorg-depth-10": {25, 100}, "reorg-depth-128": {0, 250}, "restart-clean": {1000, 3000}, "restart-kill9": {0, 5000}}
+		for _, r := range lat.Results {
+			tg := targets[r.Name]
+			for i, q := range []struct {
+				name string
+				v    float64
+			}{{"p50", r.P50Ms}, {"p99", r.P99Ms}} {
+				f := figure{Group: "latency", Name: fmt.Sprintf("%s %s (%d samples)", r.Name, q.name, r.Samples), Unit: "ms", Ours: q.v,
+					Method: r.Method, Load: r.Load, Broker: r.Broker}
+				if tg[i] > 0 {
+					f.Peer, f.PeerValue, f.Ratio = "performance.md target", tg[i], tg[i]/math.Max(q.v, 1e-9)
+				}
+				if r.Rows > 0 {
+					f.Extra = map[string]float64{"rows_in_the_commit": r.Rows}
+				}
+				add(f)
+			}
+		}
+	}
+
+	// Redis-less start.
+	if b, err := os.ReadFile(filepath.Join(dir, "recover.txt")); err == nil {
+		bs, load := parseGoBench(string(b))
+		o, ok1 := bs["BenchmarkRecoverRedisLess/kafka/events=100000"]
+		p, ok2 := bs["BenchmarkRecoverRedisLess/kafka/events=100000/full-read"]
+		if ok1 && ok2 {
+			add(figure{Group: "recovery", Name: "Redis-less start over a control topic of 100,000 watermark events", Unit: "ms",
+				Ours: o["ns/op"] / 1e6, Peer: "reading the whole control topic (the old way)", PeerValue: p["ns/op"] / 1e6, Ratio: p["ns/op"] / o["ns/op"],
+				Method: "internal/pipeline BenchmarkRecoverRedisLess/kafka: offsets.Control.NewestState from the start of the log, four interleaved streams, " +
+					"128 retained batches each, a full checkpoint copy every 64th event",
+				Load: load, Broker: "Apache Kafka " + kafkaVersion() + " (single KRaft broker, testenv)",
+				Extra: map[string]float64{"records_read": o["records_read/op"], "peak_rss_delta_bytes": o["peak_rss_delta_bytes"],
+					"full_read_peak_rss_delta_bytes": p["peak_rss_delta_bytes"]}})
+		} else {
+			rep.Missing = append(rep.Missing, "BenchmarkRecoverRedisLess/kafka/events=100000 in recover.txt")
+		}
+	} else {
+		rep.Missing = append(rep.Missing, "recover.txt (Redis-less start)")
+	}
+
+	// Memory: TestMemory's own figures, kept as it wrote them.
+	if b, err := os.ReadFile(filepath.Join(dir, "memory", "memory.json")); err == nil && json.Valid(b) {
+		rep.Memory = json.RawMessage(b)
+	} else {
+		rep.Missing = append(rep.Missing, "memory/memory.json (test/perf TestMemory -perf.memory: not in this tree yet, or it did not run)")
+	}
+	return rep, nil
+}
+
+// relToModule returns path relative to the module root when it is inside
+// it (the report is committed: no machine's absolute paths).
+func relToModule(path string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return path
+	}
+	for dir := wd; filepath.Dir(dir) != dir; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			if rel, err := filepath.Rel(dir, path); err == nil && !strings.HasPrefix(rel, "..") {
+				return rel
+			}
+			return path
+		}
+	}
+	return path
+}
+
+// ratio is a/b, 0 when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// profileTop lists the top functions of a CPU profile (go tool pprof -top).
+func profileTop(ctx context.Context, path string) []string {
+	if _, err := os.Stat(path); err != nil {
+		return []string{fmt.Sprintf("no profile: %v", err)}
+	}
+	cmd := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", path)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return []string{fmt.Sprintf("go tool pprof -top %s: %v: %s", path, err, out)}
+	}
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines
+}
+
+// gitCommit is the commit of the working tree, "+dirty" when it has changes.
+func gitCommit(ctx context.Context) string {
+	out, err := exec.CommandContext(ctx, "git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "?"
+	}
+	c := strings.TrimSpace(string(out))
+	if st, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+		c += "+dirty"
+	}
+	return c
+}
+
+// num prints v with thousands separators and digits that fit its size.
+func num(v float64) string {
+	switch a := math.Abs(v); {
+	case v == 0:
+		return "0"
+	case a >= 1000:
+		s := strconv.FormatFloat(math.Round(v), 'f', 0, 64)
+		var b strings.Builder
+		for i, r := range s {
+			if i > 0 && (len(s)-i)%3 == 0 && s[i-1] != '-' {
+				b.WriteByte(',')
+			}
+			b.WriteRune(r)
+		}
+		return b.String()
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	default:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+}
+
+// cell escapes a table cell.
+func cell(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
+
+// renderMarkdown writes BENCHMARKS.md.
+func renderMarkdown(rep *report) string {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	w("# Benchmarks\n\n")
+	w("Generated by `make bench` (test/perf TestBenchReport) on %s; do not edit by hand, rerun `make bench`.\n\n", rep.Generated)
+	w("- machine: %s\n- commit: %s\n", rep.Machine, rep.Commit)
+	keys := make([]string, 0, len(rep.Versions))
+	for k := range rep.Versions {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if rep.Versions[k] != "" {
+			w("- %s: %s\n", k, rep.Versions[k])
+		}
+	}
+	w("\nEvery figure below was measured on this machine in this run, beside its peer. The machine is shared: the load\n" +
+		"average (1, 5, 15 min, at the end of each window) is given per figure. **ratio** is how many times better ours is\n" +
+		"than the peer (> 1: ours is better): ours/peer for rates, peer/ours for times and sizes.\n\n")
+	if len(rep.Missing) > 0 {
+		w("Not measured in this run: %s.\n\n", strings.Join(rep.Missing, "; "))
+	}
+	groups := []string{"encoder", "end to end", "latency", "recovery"}
+	for _, g := range groups {
+		var fs []figure
+		for _, f := range rep.Figures {
+			if f.Group == g {
+				fs = append(fs, f)
+			}
+		}
+		if len(fs) == 0 {
+			continue
+		}
+		w("## %s\n\n", strings.ToUpper(g[:1])+g[1:])
+		w("| figure | ours | peer | peer's | ratio | unit | load average | broker |\n| --- | ---: | --- | ---: | ---: | --- | --- | --- |\n")
+		for _, f := range fs {
+			peer, pv, r := "–", "–", "–"
+			if f.Peer != "" {
+				peer, pv = shortPeer(f.Peer), num(f.PeerValue)
+			}
+			if f.Ratio > 0 {
+				r = fmt.Sprintf("%.2f×", f.Ratio)
+			}
+			w("| %s | %s | %s | %s | %s | %s | %s | %s |\n", cell(f.Name), num(f.Ours), cell(peer), pv, r, f.Unit, cell(f.Load), cell(f.Broker))
+		}
+		w("\n")
+		switch g {
+		case "encoder":
+			w("Allocations per row and CPU ns per row:\n\n| figure | peer | ours: allocs/row | peer: allocs/row | ours: CPU ns/row | peer: CPU ns/row |\n| --- | --- | ---: | ---: | ---: | ---: |\n")
+			for _, f := range fs {
+				if f.Extra != nil {
+					w("| %s | %s | %s | %s | %s | %s |\n", cell(f.Name), cell(f.Peer), num(f.Extra["ours_allocs_per_row"]), num(f.Extra["peer_allocs_per_row"]),
+						num(f.Extra["ours_cpu_ns_per_row"]), num(f.Extra["peer_cpu_ns_per_row"]))
+				}
+			}
+			w("\n")
+		case "end to end":
+			if rep.E2E != nil {
+				w("Every contender, medians (CPU µs per row: the client process, then the broker's):\n\n" +
+					"| configuration | contender | rows/s | windows | CPU µs/row client / broker | cores client / broker | B/row | peak RSS | load average |\n" +
+					"| --- | --- | ---: | --- | --- | --- | ---: | ---: | --- |\n")
+				for _, r := range rep.E2E.Results {
+					var win []string
+					for _, v := range r.Windows {
+						win = append(win, num(v))
+					}
+					w("| %s | %s | %s | %s | %.2f / %.2f | %.2f / %.2f | %s | %s MiB | %s |\n", r.Config, r.Contender, num(r.RowsPerSec), strings.Join(win, ", "),
+						r.ClientUsPerRow, r.BrokerUsPerRow, r.ClientCores, r.BrokerCores, num(r.BytesPerRow), num(r.PeakRSSMiB), cell(strings.Join(r.Load, "; ")))
+				}
+				w("\nMethods:\n\n")
+				seen := map[string]bool{}
+				for _, r := range rep.E2E.Results {
+					if !seen[r.Contender] {
+						seen[r.Contender] = true
+						w("- **%s**: %s.\n", r.Contender, r.Method)
+					}
+				}
+				w("\nWindows: the bridge %d × %s after a %s warm-up on a fresh broker; each peer then %s of warm-up and the same windows on the\n"+
+					"same (warm) broker, into a fresh topic with the same partitions. Rows/s are counted from the topic's last stable offsets\n"+
+					"(read_committed); CPU from /proc of each process.\n", rep.E2E.Runs, rep.E2E.Run, rep.E2E.Warmup, rep.E2E.PeerWarmup)
+				w("The Python figure reproduces the Amp Python SDK Kafka loader's loop (see its method above); it is not the SDK's own code.\n\n")
+			}
+		case "latency":
+			w("Methods:\n\n")
+			for _, f := range fs {
+				if strings.Contains(f.Name, " p50 ") {
+					w("- **%s**: %s.\n", strings.Fields(f.Name)[0], f.Method)
+				}
+			}
+			w("\n")
+		case "recovery":
+			for _, f := range fs {
+				w("%s. Records read: %s; peak RSS growth: %s MiB (full read: %s MiB).\n\n", f.Method, num(f.Extra["records_read"]),
+					num(f.Extra["peak_rss_delta_bytes"]/(1<<20)), num(f.Extra["full_read_peak_rss_delta_bytes"]/(1<<20)))
+			}
+		}
+	}
+	w("## Memory\n\n")
+	if len(rep.Memory) > 0 {
+		var pretty bytes.Buffer
+		_ = json.Indent(&pretty, rep.Memory, "", "  ")
+		w("From test/perf TestMemory (`memory/memory.json`, as it wrote it):\n\n```json\n%s\n```\n\n", pretty.String())
+	} else {
+		w("Not measured in this run: test/perf TestMemory (`-perf.memory`) is not in this tree yet, or it did not run. " +
+			"`make bench` runs it when it exists and includes its memory.json here.\n\n")
+	}
+	w("## CPU profile of the bridge, Apache Kafka, 1 partition\n\n")
+	if len(rep.Profile) > 0 {
+		w("`go tool pprof -top -nodecount=25 %s` (saved by make bench during the middle window):\n\n```\n%s\n```\n", rep.ProfileOf, strings.Join(rep.Profile, "\n"))
+	} else {
+		w("No profile in this run.\n")
+	}
+	return b.String()
+}
+
+// shortPeer is the peer's name without its method.
+func shortPeer(p string) string {
+	if i := strings.Index(p, ": "); i > 0 {
+		return p[:i]
+	}
+	return p
+}
