@@ -76,9 +76,9 @@ check:
 	if [[ -n "$$files" ]]; then echo "gofmt needed on:"; echo "$$files"; exit 1; fi
 
 # The unit pass also runs every benchmark once (-benchtime 1x, in the same test binaries,
-# so nothing more is built), with BRIDGE_BENCH_SMOKE=1 shrinking the benchmarks whose setup
+# so nothing more is built), with BRIDGE_TEST_BENCH_SMOKE=1 shrinking the benchmarks whose setup
 # is long (testenv.BenchSmoke): none can rot, and make test pays seconds for it.
-UNIT_TESTS = env $(addprefix -u ,$(SERVICE_VARS)) BRIDGE_BENCH_SMOKE=1 $(GO) test -race -shuffle=on -bench . -benchtime 1x ./...
+UNIT_TESTS = env $(addprefix -u ,$(SERVICE_VARS)) BRIDGE_TEST_BENCH_SMOKE=1 $(GO) test -race -shuffle=on -bench . -benchtime 1x ./...
 
 unit:
 	@echo "== unit tests (in-process fakes only)"

@@ -417,3 +417,41 @@ func TestASCIIFastPath(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodeSchemaChanged checks that a batch whose schema differs from the
+// encoder's is refused with ErrSchemaChanged, also after batches of an
+// equal schema (a distinct *Schema, as a new IPC stream gives) were
+// accepted: the encoder remembers which schema it compared, not that it
+// compared once.
+func TestEncodeSchemaChanged(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	mk := func(f arrow.Field) arrow.RecordBatch {
+		s := arrow.NewSchema([]arrow.Field{f}, nil)
+		b := array.NewRecordBuilder(mem, s)
+		defer b.Release()
+		switch bb := b.Field(0).(type) {
+		case *array.Int64Builder:
+			bb.Append(7)
+		case *array.StringBuilder:
+			bb.Append("x")
+		}
+		return b.NewRecordBatch()
+	}
+	enc := newTestEncoder(t, Config{Stream: "s1"}, arrow.NewSchema([]arrow.Field{req("a", arrow.PrimitiveTypes.Int64)}, nil))
+	meta := BatchMeta{Op: OpCreate, Ranges: []reorg.BlockRange{testRange(1, 2)}}
+	for range 2 {
+		rec := mk(req("a", arrow.PrimitiveTypes.Int64)) // equal, not the same pointer
+		var out Batch
+		require.NoError(t, enc.Encode(rec, meta, &out))
+		require.NoError(t, enc.Encode(rec, meta, &out))
+		rec.Release()
+	}
+	for _, f := range []arrow.Field{req("a", arrow.BinaryTypes.String), req("b", arrow.PrimitiveTypes.Int64)} {
+		rec := mk(f)
+		var out Batch
+		err := enc.Encode(rec, meta, &out)
+		rec.Release()
+		require.ErrorIs(t, err, ErrSchemaChanged, "schema %s", f)
+	}
+}

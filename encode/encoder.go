@@ -101,8 +101,13 @@ func (b *Batch) Reset() { b.buf, b.recs = b.buf[:0], b.recs[:0] }
 // allocations per row. It is not safe for concurrent use; make one per
 // goroutine.
 type Encoder struct {
-	cfg      Config
-	schema   *arrow.Schema
+	cfg    Config
+	schema *arrow.Schema
+	// equal is the last batch schema found Equal to schema: an IPC reader
+	// gives every batch of a stream the same *Schema, so the field-by-field
+	// comparison (4% of the CPU of a 27-column stream) runs once per stream.
+	// Schemas are immutable, so pointer identity implies equality.
+	equal    *arrow.Schema
 	cs       *compiledSchema
 	st       encState
 	vhdr     []byte
@@ -169,9 +174,12 @@ func (e *Encoder) KeyFraming() Framing { return e.kframe }
 // the schema mismatch. rec is only read during the call: Encode neither
 // retains nor releases it.
 func (e *Encoder) Encode(rec arrow.RecordBatch, meta BatchMeta, out *Batch) error {
-	if !rec.Schema().Equal(e.schema) {
-		return fmt.Errorf("encoding batch %s: %w: got %s, want %s",
-			meta.BatchID, ErrSchemaChanged, rec.Schema(), e.schema)
+	if rs := rec.Schema(); rs != e.schema && rs != e.equal {
+		if !rs.Equal(e.schema) {
+			return fmt.Errorf("encoding batch %s: %w: got %s, want %s",
+				meta.BatchID, ErrSchemaChanged, rs, e.schema)
+		}
+		e.equal = rs
 	}
 	if err := meta.validate(); err != nil {
 		return fmt.Errorf("encoding batch: %w", err)

@@ -157,6 +157,31 @@ type Config struct {
 	FetchMaxBytes int32
 	// MetricsNamespace prefixes the metric names (default "amp_bridge").
 	MetricsNamespace string
+
+	// compressor, set by ShareCompression, is the one batch compressor
+	// of every producer made from this Config; nil means each producer
+	// builds its own from Compression.
+	compressor kgo.Compressor
+}
+
+// ShareCompression returns c with one batch compressor that every producer
+// made from it (or a copy of it) uses, instead of one per producer. A
+// franz-go compressor pools its encoders per client, and a zstd encoder
+// holds ~1.7 MiB of tables and history while idle, so one per stream is
+// most of an idle stream's memory; shared, the pool holds about as many
+// encoders as batches are compressed at once. The compressor is safe for
+// concurrent use. A Config that does not compress is returned unchanged.
+func (c Config) ShareCompression() (Config, error) {
+	codec, err := c.Compression.codec()
+	if err != nil {
+		return c, fmt.Errorf("kafka.compression: %w", err)
+	}
+	comp, err := kgo.DefaultCompressor(codec)
+	if err != nil {
+		return c, fmt.Errorf("kafka.compression: building the %s compressor: %w", c.Compression, err)
+	}
+	c.compressor = comp // nil for none
+	return c, nil
 }
 
 // DefaultConfig returns a Config with every default set and no brokers.

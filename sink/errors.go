@@ -60,6 +60,11 @@ var (
 	// limit (kafka.batch_max_bytes) or the topic's max.message.bytes: no
 	// retry can send it.
 	ErrRecordTooLarge = errors.New("record too large for kafka")
+	// ErrTransactionTimeout: kafka.transaction_timeout is above the
+	// broker's transaction.max.timeout.ms, so no transaction can begin
+	// (the broker refuses the producer id): lower the one or raise the
+	// other.
+	ErrTransactionTimeout = errors.New("kafka.transaction_timeout exceeds the broker's transaction.max.timeout.ms")
 	// ErrRecordsMissing is wrapped by every *MissingRecordsError.
 	ErrRecordsMissing = errors.New("records missing from kafka")
 

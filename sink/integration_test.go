@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -379,6 +380,29 @@ func TestIntegrationCompressionCodecs(t *testing.T) {
 				require.NoError(t, err)
 				assert.Len(t, got[0], 20)
 				assert.Equal(t, "z-row-19", string(got[0][19].Value))
+			})
+			// Two producers with one shared compressor (ShareCompression,
+			// as cmd/bridge runs every stream) write in parallel.
+			t.Run(string(codec)+"-shared", func(t *testing.T) {
+				c := cfg
+				c.Compression = codec
+				c, err := c.ShareCompression()
+				require.NoError(t, err)
+				coms := make([]Committed, 2)
+				topics := make([]string, 2)
+				var wg sync.WaitGroup
+				for i := range 2 {
+					topics[i] = testenv.NewTopic(t, b, "codec-shared", 1, nil)
+					p := newProducer(t, c, fmt.Sprintf("codec-shared-%s-%d", codec, i), Deps{})
+					wg.Go(func() { coms[i] = produceBatches(t, p, topics[i], 200, fmt.Sprintf("s%d", i)) })
+				}
+				wg.Wait()
+				for i, com := range coms {
+					got, err := r.ReadSpans(ctx, com.Groups[0].Spans)
+					require.NoError(t, err)
+					require.Len(t, got[0], 200)
+					assert.Equal(t, fmt.Sprintf("s%d-row-199", i), string(got[0][199].Value))
+				}
 			})
 		}
 	})

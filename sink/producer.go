@@ -48,6 +48,24 @@ type Record struct {
 	// Op labels records_written_total; empty means the amp-op header value,
 	// or "none".
 	Op string
+	// Timestamp is the record's timestamp; zero means the producer's clock
+	// at Produce. Set it once per batch, to the time the batch is produced:
+	// franz-go would otherwise read the clock for every record, and counts
+	// kafka.delivery_timeout from it.
+	Timestamp time.Time
+	// Owner, when set, is told once the sink no longer reads the record's
+	// Key, Value and header values: after its acknowledgement, its failure,
+	// or its drop by an abort, or at once when Produce refuses it. Release
+	// is called exactly once per Produce call, on a franz-go goroutine or
+	// the caller's, and must not block.
+	Owner Releaser
+}
+
+// Releaser is the owner of a record's bytes (Record.Owner), told when the
+// sink has done with them, so that they can be reused.
+type Releaser interface {
+	// Release says the sink no longer reads one record's bytes.
+	Release()
 }
 
 // Span is a contiguous range of offsets [First, Last] of one partition that
@@ -233,6 +251,11 @@ func NewProducer(ctx context.Context, cfg Config, id string, deps Deps) (*Produc
 		// Losing acknowledged data must stop the stream, not be skipped.
 		kgo.StopProducerOnDataLossDetected(),
 	)
+	if cfg.compressor != nil {
+		// After ProducerBatchCompression: the shared compressor replaces
+		// the client's own (ShareCompression).
+		opts = append(opts, kgo.WithCompressor(cfg.compressor))
+	}
 	if p.eos {
 		opts = append(opts,
 			kgo.TransactionalID(p.txnID),
@@ -284,8 +307,8 @@ func (p *Producer) initError(err error) error {
 	case isFenced(err):
 		return fmt.Errorf("%w: initializing producer id for %s: %w", ErrFenced, p.txnID, err)
 	case errors.Is(err, kerr.InvalidTransactionTimeout):
-		return fmt.Errorf("initializing producer id for %s: kafka.transaction_timeout %s exceeds the broker's transaction.max.timeout.ms; lower it or raise the broker limit: %w",
-			p.txnID, p.cfg.TransactionTimeout, err)
+		return fmt.Errorf("%w: initializing producer id for %s: kafka.transaction_timeout is %s; lower it or raise the broker's transaction.max.timeout.ms: %w",
+			ErrTransactionTimeout, p.txnID, p.cfg.TransactionTimeout, err)
 	default:
 		return fmt.Errorf("initializing producer id for %s: %w", p.txnID, err)
 	}
@@ -355,6 +378,14 @@ func (p *Producer) Begin() error {
 // failed, ctx ended, or no transaction is open): stop producing and call
 // Abort, or Commit, which aborts and returns the classified error.
 func (p *Producer) Produce(ctx context.Context, rec Record) error {
+	handed := false
+	if rec.Owner != nil {
+		defer func() {
+			if !handed {
+				rec.Owner.Release()
+			}
+		}()
+	}
 	if err := p.usable(); err != nil {
 		return err
 	}
@@ -373,7 +404,11 @@ func (p *Producer) Produce(ctx context.Context, rec Record) error {
 	}
 	kr := &p.recs[0]
 	p.recs = p.recs[1:]
-	*kr = kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value}
+	ts := rec.Timestamp
+	if ts.IsZero() {
+		ts = p.now()
+	}
+	*kr = kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Timestamp: ts}
 	op := rec.Op
 	if len(rec.Headers) > 0 {
 		var hop string
@@ -397,6 +432,8 @@ func (p *Producer) Produce(ctx context.Context, rec Record) error {
 		g.records++
 	}
 	done := t.fep.Promise()
+	owner := rec.Owner
+	handed = true
 	p.cl.Produce(ctx, kr, func(r *kgo.Record, err error) {
 		if isAuthorization(err) {
 			err = p.cfg.authError(err, fmt.Sprintf("producing to topic %q", r.Topic), OpWrite, p.txnID, r.Topic)
@@ -406,6 +443,11 @@ func (p *Producer) Produce(ctx context.Context, rec Record) error {
 			t.failed.CompareAndSwap(nil, &e)
 		} else if g != nil {
 			t.observe(g, r)
+		}
+		// franz-go has written the record into its request and has its
+		// answer: the bytes are the owner's again.
+		if owner != nil {
+			owner.Release()
 		}
 		done(r, err)
 	})

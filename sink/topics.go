@@ -219,6 +219,44 @@ func NewAdmin(ctx context.Context, cfg Config, deps Deps) (*Admin, error) {
 // Close closes the client.
 func (a *Admin) Close() { a.cl.Close() }
 
+// CheckTransactionTimeout compares a transaction timeout (the budget of
+// one transaction: kafka.transaction_timeout, which bounds how long the
+// bridge may take to publish a complete microbatch) with the broker's
+// transaction.max.timeout.ms. Above it, the error wraps
+// ErrTransactionTimeout and names both keys and values. A broker that does
+// not say (an error, or no such key) passes: its answer to the producer id
+// request is the check then.
+func (a *Admin) CheckTransactionTimeout(ctx context.Context, timeout time.Duration) error {
+	bm, err := a.adm.BrokerMetadata(ctx)
+	if err != nil || len(bm.Brokers) == 0 {
+		a.log.Debug("reading the brokers to check transaction.max.timeout.ms", "err", err)
+		return nil
+	}
+	rcs, err := a.adm.DescribeBrokerConfigs(ctx, bm.Brokers[0].NodeID)
+	if err != nil {
+		a.log.Debug("describing the broker's configs to check transaction.max.timeout.ms", "err", err)
+		return nil
+	}
+	for _, rc := range rcs {
+		for _, c := range rc.Configs {
+			if c.Key != "transaction.max.timeout.ms" || c.Value == nil {
+				continue
+			}
+			ms, err := strconv.ParseInt(*c.Value, 10, 64)
+			if err != nil {
+				return nil
+			}
+			if limit := time.Duration(ms) * time.Millisecond; timeout > limit {
+				return fmt.Errorf("%w: kafka.transaction_timeout is %s and broker %d's transaction.max.timeout.ms is %s (%d): "+
+					"lower kafka.transaction_timeout to at most %s, or raise transaction.max.timeout.ms on the brokers",
+					ErrTransactionTimeout, timeout, bm.Brokers[0].NodeID, limit, ms, limit)
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
 // Ping asks a broker for the cluster's metadata: nil when one answers
 // within ctx.
 func (a *Admin) Ping(ctx context.Context) error {

@@ -61,6 +61,15 @@ func ParseAppMetadata(b []byte) (AppMetadata, error) {
 	if len(b) == 0 {
 		return AppMetadata{}, nil
 	}
+	if m, ok := scanAppMetadata(b); ok {
+		return m, nil
+	}
+	return parseAppMetadataStrict(b)
+}
+
+// parseAppMetadataStrict is ParseAppMetadata with encoding/json: it accepts
+// everything the JSON grammar allows and names the first bad field.
+func parseAppMetadataStrict(b []byte) (AppMetadata, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(b, &top); err != nil {
 		return AppMetadata{}, metaErr(b, "", fmt.Errorf("decoding JSON object: %w", err))

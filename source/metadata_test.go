@@ -3,6 +3,7 @@ package source
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -133,4 +134,76 @@ func FuzzAppMetadata(f *testing.F) {
 			t.Fatalf("marshal not stable: %q vs %q (%v)", b, b2, err)
 		}
 	})
+}
+
+// FuzzAppMetadataFastPath checks that the hand-written scanner agrees with
+// the strict encoding/json parser. Invariants:
+//   - the scanner never panics;
+//   - whatever it accepts, the strict parser accepts with the same value
+//     (so the fast path can never let through what the strict one rejects).
+//
+// The seeds are FuzzAppMetadata's plus TestParseAppMetadata's cases.
+func FuzzAppMetadataFastPath(f *testing.F) {
+	h := hashN(5).String()
+	for _, s := range []string{
+		golden, ``, `{"ranges":[],"ranges_complete":true}`, ` { "ranges" : [ ] , "ranges_complete" : false } `,
+		`{"ranges_complete":true,"ranges":[{"hash":"` + h + `","network":"eth","numbers":{"end":5,"start":0}}]}`,
+		`{"ranges":[{"numbers":{"start":0,"end":5},"network":"eth","hash":"` + h + `","prev_hash":null,"timestamp":null}],"ranges_complete":true}`,
+		`{"ranges":[{"numbers":{"start":0,"end":5},"network":"eth","hash":"` + strings.ToUpper(h) + `"}],"ranges_complete":true}`,
+		`{"ranges":[{"numbers":{"start":1,"end":2},"network":"eth","hash":"` + h + `"},{"numbers":{"start":3,"end":4},"network":"base","hash":"` + h + `"}],"ranges_complete":false}`,
+		`{"ranges":[{"numbers":{"start":18446744073709551615,"end":18446744073709551615},"network":"eth","hash":"` + h + `"}],"ranges_complete":false}`,
+		`{"ranges":[{"numbers":{"start":18446744073709551616,"end":1},"network":"eth","hash":"` + h + `"}],"ranges_complete":false}`,
+		`{"ranges":[{"numbers":{"start":01,"end":2},"network":"eth","hash":"` + h + `"}],"ranges_complete":false}`,
+		`{"ranges":[{"numbers":{"start":1.0,"end":2},"network":"eth","hash":"` + h + `"}],"ranges_complete":false}`,
+		`{"ranges":[{"numbers":{"start":1,"end":2},"network":"e\u0074h","hash":"` + h + `"}],"ranges_complete":false}`,
+		`{"ranges":[{"numbers":{"start":3,"end":2},"network":"eth","hash":"` + h + `"}],"ranges_complete":false}`,
+		`{"ranges":[],"ranges_complete":true,"ranges_complete":false}`, `{"ranges":[],"ranges_complete":true}x`, `{}`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		fast, ok := scanAppMetadata(in)
+		if !ok {
+			return
+		}
+		strict, err := parseAppMetadataStrict(in)
+		if err != nil {
+			t.Fatalf("the scanner accepted %q, which the strict parser rejects: %v", in, err)
+		}
+		if !assert.ObjectsAreEqual(strict, fast) {
+			t.Fatalf("the scanner and the strict parser disagree on %q:\nscanner %#v\nstrict  %#v", in, fast, strict)
+		}
+	})
+}
+
+// TestScanAppMetadata_TakesTheFastPath checks that what Amp sends (the
+// golden example, a genesis range, an empty completion) is read by the
+// scanner, not only by the strict fallback, so that the benchmark figure is
+// the scanner's.
+func TestScanAppMetadata_TakesTheFastPath(t *testing.T) {
+	for _, in := range []string{golden, `{"ranges":[],"ranges_complete":true}`,
+		`{"ranges":[{"numbers":{"start":0,"end":0},"network":"anvil","hash":"0x` +
+			`0000000000000000000000000000000000000000000000000000000000000001","prev_hash":null}],"ranges_complete":false}`} {
+		m, ok := scanAppMetadata([]byte(in))
+		require.True(t, ok, "%s", in)
+		want, err := parseAppMetadataStrict([]byte(in))
+		require.NoError(t, err)
+		assert.Equal(t, want, m)
+	}
+}
+
+func BenchmarkParseAppMetadata(b *testing.B) {
+	for _, p := range []struct {
+		name  string
+		parse func([]byte) (AppMetadata, error)
+	}{{"scanner", ParseAppMetadata}, {"strict", parseAppMetadataStrict}} {
+		b.Run(p.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if _, err := p.parse([]byte(golden)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -425,16 +426,31 @@ func (s *Stream) attempt(ctx context.Context, cur reorg.Cursor) (res attemptResu
 		return res, s.c.callError("DoGet", err)
 	}
 	defer rdr.Release()
+	// Amp repeats one microbatch's app_metadata on each of its batches
+	// (one per block with _block_num selected): parse it once per
+	// distinct value, not once per message.
+	var lastRaw []byte
+	var last AppMetadata
 	for idx := 0; rdr.Next(); idx++ {
 		rec := rdr.RecordBatch()
-		md, err := ParseAppMetadata(rdr.LatestAppMetadata())
-		if err != nil {
-			var me *MetadataError
-			if errors.As(err, &me) {
-				me.Index = idx
+		raw := rdr.LatestAppMetadata()
+		md := last
+		if lastRaw == nil || !bytes.Equal(raw, lastRaw) {
+			var err error
+			if md, err = ParseAppMetadata(raw); err != nil {
+				var me *MetadataError
+				if errors.As(err, &me) {
+					me.Index = idx
+				}
+				return res, err
 			}
-			return res, err
+			// The message's bytes are not reused by gRPC (each FlightData
+			// is a fresh allocation), so keeping raw is safe; clone anyway
+			// so that the cache never depends on that.
+			lastRaw, last = append(lastRaw[:0], raw...), md
 		}
+		// Every envelope gets its own Ranges: consumers may keep them.
+		md.Ranges = slices.Clone(md.Ranges)
 		size := dr.take()
 		rec.Retain() // the reader releases its reference on the next Next
 		env := Envelope{Kind: KindBatch, Batch: rec, Ranges: md.Ranges, Complete: md.Complete, Index: idx}

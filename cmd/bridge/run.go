@@ -123,6 +123,11 @@ func (b *bridge) connect(ctx context.Context, needs need) error {
 		b.closers = append(b.closers, func() { _ = b.amp.Close() })
 	}
 	if needs&needKafka != 0 {
+		// One batch compressor for every producer of the process, not one
+		// per stream (an idle zstd encoder is ~1.7 MiB).
+		if b.kafka, err = b.kafka.ShareCompression(); err != nil {
+			return err
+		}
 		// client=admin: the Admin's franz-go lines are every stream's (the
 		// streams' own lines go through Admin.WithLogger).
 		sdeps := sink.Deps{Logger: log.With("component", "sink", "client", "admin"), Registerer: b.reg}

@@ -323,13 +323,28 @@ func (r *Stream) checkPartitionRecords(ctx context.Context, done []source.BlockS
 func (r *Stream) fenceBackfillWorkers(ctx context.Context) error {
 	deps := r.sinkDeps()
 	for k := range r.cfg.Backfill.Workers {
-		prod, err := sink.NewProducer(ctx, r.deps.Kafka, r.backfillWorkerID(k), deps)
+		prod, err := sink.NewProducer(ctx, r.backfillKafka(), r.backfillWorkerID(k), deps)
 		if err != nil {
 			return fmt.Errorf("stream %s: starting the producer of backfill worker %d: %w", r.cfg.ID, k, err)
 		}
 		r.bfProds = append(r.bfProds, prod)
 	}
 	return nil
+}
+
+// minWorkerBufferedBytes is the least producer buffer of a backfill worker.
+const minWorkerBufferedBytes = 8 << 20
+
+// backfillKafka is the producer configuration of the backfill's workers:
+// they share kafka.max_buffered_bytes (each has its part, at least
+// minWorkerBufferedBytes), so that memory follows the configuration, not
+// the number of workers.
+func (r *Stream) backfillKafka() sink.Config {
+	c := r.deps.Kafka
+	if n := r.cfg.Backfill.Workers; n > 1 {
+		c.MaxBufferedBytes = max(c.MaxBufferedBytes/n, min(c.MaxBufferedBytes, minWorkerBufferedBytes))
+	}
+	return c
 }
 
 // backfillWorkerID is the producer id of backfill worker k.
@@ -361,7 +376,6 @@ type backfillWorker struct {
 	plan *backfillPlan
 	prod *sink.Producer
 	enc  *encode.Encoder
-	out  encode.Batch
 	part source.BlockSpan // the partition being published
 	// runFrom is the first block this run publishes of the partition, rows
 	// the rows it has published of it.
@@ -408,30 +422,26 @@ func (w *backfillWorker) step(ctx context.Context, s source.BlockSpan, last bool
 	if err := w.prod.Begin(); err != nil {
 		return w.txnError("beginning a transaction", err)
 	}
-	w.out.Reset()
 	rows := 0
 	synced, _, err := r.runQuery(ctx, sql, func(rec arrow.RecordBatch) error {
-		before := w.out.Len()
+		now := r.deps.Now()
 		meta := encode.BatchMeta{Op: encode.OpRead, Snapshot: true, Ranges: ranges, BatchID: batchID,
-			TsMs: r.deps.Now().UnixMilli(), RowOffset: int64(rows)}
-		if err := w.enc.Encode(rec, meta, &w.out); err != nil {
-			return fmt.Errorf("stream %s: encoding backfill batch %s (blocks %s): %w", r.cfg.ID, batchID, s, err)
-		}
-		for i := before; i < w.out.Len(); i++ {
-			key := []byte(batchID)
-			if r.cfg.Key == config.KeyRow {
-				key = w.out.Key(i)
-			}
-			if err := r.limit.check(batchID, int64(rows+i-before), key, w.out.Value(i), headers); err != nil {
-				return err
-			}
-			if err := w.prod.Produce(ctx, sink.Record{Topic: r.topic, Key: key, Value: w.out.Value(i), Headers: headers,
-				Group: batchID, Op: "r"}); err != nil {
+			TsMs: now.UnixMilli(), RowOffset: int64(rows)}
+		encoding, err := r.slabs.encodeSlabs(w.enc, rec, meta, func(sl *slab, rowOffset int64) error {
+			defer sl.done()
+			out := produceBatch{topic: r.topic, batchID: batchID, op: "r", rowKey: r.cfg.Key == config.KeyRow,
+				headers: headers, rowOffset: rowOffset, ts: now}
+			n, err := out.produce(ctx, w.prod, r.limit, sl)
+			rows += n
+			if err != nil && !errors.Is(err, sink.ErrRecordTooLarge) {
 				return w.txnError("producing backfill records", err)
 			}
+			return err
+		})
+		if encoding {
+			return fmt.Errorf("stream %s: encoding backfill batch %s (blocks %s): %w", r.cfg.ID, batchID, s, err)
 		}
-		rows += w.out.Len() - before
-		return nil
+		return err
 	})
 	if err == nil {
 		err = checkSynced(synced, w.plan.network, s)
@@ -451,7 +461,6 @@ func (w *backfillWorker) step(ctx context.Context, s source.BlockSpan, last bool
 		return fmt.Errorf("backfill partition %s: %w", w.part, err)
 	}
 	r.deps.Health.Ready() // a step committed: Amp and Kafka answer
-	w.out.Reset()
 	r.deps.Metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(float64(r.backfillLeft.Add(^(s.Len() - 1))))
 	r.backfillRows.Add(uint64(rows))
 	w.rows += uint64(rows)

@@ -26,6 +26,7 @@ type Metrics struct {
 	committedBlock   *prometheus.GaugeVec
 	behindHead       *prometheus.GaugeVec
 	backfillLeft     *prometheus.GaugeVec
+	txnBoundary      *prometheus.HistogramVec
 	// labelMisses counts rows whose key a label file lacks (labels.go).
 	labelMisses *prometheus.CounterVec
 }
@@ -64,6 +65,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Blocks between Amp's synced head and the newest committed block, per network (polled every streams[].head_poll_interval)."}, []string{"stream", "network"}),
 		backfillLeft: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "backfill_blocks_remaining",
 			Help: "Blocks the stream's backfill has still to publish before the hand-over to live (0 once live)."}, stream),
+		txnBoundary: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "txn_boundary_seconds",
+			Help:    "The stall between two transactions of the live stream: from the last record of one to the first record of the next produced (or to the first's Kafka commit, when the next record came from Amp later).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, stream),
 		labelMisses: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "label_misses_total",
 			Help: "Rows from Amp whose key a label file (streams[].labels) lacks: dropped by an inner join, or published with null labels by a left join."},
 			[]string{"stream", "outcome"}),
@@ -71,7 +75,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.polled, m.batchesCommitted, m.reorgs, m.reorgDepth,
 			m.retractions, m.reconnects, m.restarts, m.reconciliations, m.checkpointTime, m.checkpointErrors,
-			m.behindSource, m.committedBlock, m.behindHead, m.backfillLeft, m.labelMisses)
+			m.behindSource, m.committedBlock, m.behindHead, m.backfillLeft, m.txnBoundary, m.labelMisses)
 	}
 	return m
 }
@@ -87,6 +91,7 @@ func (m *Metrics) Init(stream string, networks ...string) {
 		c.WithLabelValues(stream)
 	}
 	m.reorgDepth.WithLabelValues(stream)
+	m.txnBoundary.WithLabelValues(stream)
 	for _, outcome := range []string{"dropped", "null"} {
 		m.labelMisses.WithLabelValues(stream, outcome)
 	}

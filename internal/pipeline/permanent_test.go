@@ -43,14 +43,16 @@ func TestPermanentRedisAccess(t *testing.T) {
 
 // TestPermanentKafkaAccess: a broker refusing the SASL password or
 // mechanism, presenting a certificate of an untrusted CA, refusing the
-// client certificate, or a missing ACL stops the stream (the real broker's
+// client certificate, a missing ACL, or a kafka.transaction_timeout above
+// the broker's transaction.max.timeout.ms stops the stream (the real broker's
 // errors: sink's TestIntegrationSecurity, cmd/bridge's
 // TestIntegrationSecureKafka).
 func TestPermanentKafkaAccess(t *testing.T) {
 	acl := &sink.AuthorizationError{Doing: "producing", Principal: "User:bridge",
 		Missing: sink.ACL{Resource: sink.ResourceTopic, Name: "t", Operation: sink.OpWrite}, Err: assert.AnError}
 	assert.True(t, Permanent(fmt.Errorf("stream s: committing: %w", fmt.Errorf("%w: aborted: %w", sink.ErrAborted, acl))), "a missing ACL")
-	for _, kind := range []error{sink.ErrAuthentication, sink.ErrUntrustedCertificate, sink.ErrSASLMechanism, sink.ErrClientCertificate} {
+	for _, kind := range []error{sink.ErrAuthentication, sink.ErrUntrustedCertificate, sink.ErrSASLMechanism, sink.ErrClientCertificate,
+		sink.ErrTransactionTimeout} {
 		err := fmt.Errorf("stream s: creating the producer: %w", fmt.Errorf("connecting to kafka [b:9093]: %w: fix", kind))
 		assert.True(t, Permanent(err), "%v", err)
 	}

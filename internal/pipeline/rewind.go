@@ -46,7 +46,7 @@ func (r *Stream) Control() *offsets.Control { return r.control() }
 // have been called.
 func (r *Stream) Rewind(ctx context.Context, batches []offsets.Batch, base offsets.ControlState) (Retraction, error) {
 	var res Retraction
-	if err := r.begin(); err != nil {
+	if err := r.begin(r.deps.Now()); err != nil {
 		return res, err
 	}
 	u := offsets.Undo{Stream: r.cfg.ID, Sequence: r.committed.Snapshot.Next, TsMs: r.deps.Now().UnixMilli(), Cause: "rewind"}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -208,7 +209,9 @@ type Stream struct {
 	labels *labels.Set
 	join   *labels.Joiner
 	topic  string
-	out    encode.Batch
+	// slabs recycle the encoded records of Arrow batches as the producers
+	// acknowledge them (the stream's and the backfill workers').
+	slabs slabPool
 	// limit bounds a record's size: the smaller of kafka.batch_max_bytes
 	// and the data topic's max.message.bytes (recordLimit).
 	limit recordLimit
@@ -259,6 +262,13 @@ type Stream struct {
 	// loaded says what a one-shot load published once it is done ("": not
 	// done).
 	loaded string
+	// job is the commit in flight (nil: none), bound the last one started,
+	// until the next transaction's first record (pipelined.go).
+	job, bound *commitJob
+	// held are the encoded batches of the open transaction waiting for
+	// job's Kafka commit, heldBytes their size.
+	held      []heldBatch
+	heldBytes int
 
 	// changed is the recorded fingerprint when the stream's SQL or schema
 	// changed under its id and schema_evolution let it through
@@ -281,9 +291,11 @@ type txnLog struct {
 	pending []pendingBatch
 	// dirty means data after the last pending watermark: the transaction
 	// cannot commit before the next watermark.
-	dirty     bool
-	undo      []offsets.Undo
-	rowOffset map[string]int64
+	dirty bool
+	// lastProduced is when its last record was produced.
+	lastProduced time.Time
+	undo         []offsets.Undo
+	rowOffset    map[string]int64
 }
 
 // reset empties the log.
@@ -320,7 +332,7 @@ func fingerprintOf(sql string, s *arrow.Schema) string {
 func Permanent(err error) bool {
 	var verr *encode.ValueError
 	for _, p := range []error{reorg.ErrUnrecoverable, reorg.ErrInvalidRanges,
-		sink.ErrFenced, sink.ErrTopicInvalid, sink.ErrRecordsMissing, sink.ErrRecordTooLarge,
+		sink.ErrFenced, sink.ErrTopicInvalid, sink.ErrRecordsMissing, sink.ErrRecordTooLarge, sink.ErrTransactionTimeout,
 		sink.ErrOrphanedTransaction, sink.ErrDataTopicLost, sink.ErrAuthentication, sink.ErrUntrustedCertificate,
 		sink.ErrNotAuthorized, sink.ErrSASLMechanism, sink.ErrClientCertificate,
 		offsets.ErrFenced, offsets.ErrStoreAhead, offsets.ErrDiverged, offsets.ErrFingerprintChanged, offsets.ErrInvalid,
@@ -364,6 +376,11 @@ func (r *Stream) Run(ctx context.Context) error {
 }
 
 func (r *Stream) close(ctx context.Context) {
+	if err := r.joinCommit(); err != nil && ctx.Err() == nil {
+		r.log.Debug("the commit in flight failed", "err", err)
+	}
+	r.dropHeld()
+	r.bound = nil
 	if r.stream != nil {
 		_ = r.stream.Close()
 		r.stream = nil
@@ -380,7 +397,6 @@ func (r *Stream) close(ctx context.Context) {
 	}
 	r.closeBackfillWorkers(ctx)
 	r.txn.reset()
-	r.out.Reset()
 }
 
 // connect prepares the control topic, the producer (which fences a
@@ -407,6 +423,13 @@ func (r *Stream) connect(ctx context.Context) error {
 	// before their initialisation replaces it (HangingCheck).
 	if r.hanging, err = r.deps.Admin.PrepareHangingCheck(ctx, r.txnIDs()...); err != nil {
 		return fmt.Errorf("stream %s: %w", r.cfg.ID, err)
+	}
+	// A transaction stays open for a complete microbatch, up to
+	// kafka.transaction_timeout: the broker must allow that long.
+	if r.deps.Kafka.Delivery == sink.DeliveryExactlyOnce {
+		if err := r.deps.Admin.CheckTransactionTimeout(ctx, r.deps.Kafka.TransactionTimeout); err != nil {
+			return fmt.Errorf("stream %s: %w", r.cfg.ID, err)
+		}
 	}
 	// The producer first: initialising the transactional id fences a
 	// previous instance and aborts its open transaction, so the control
@@ -666,6 +689,12 @@ func (r *Stream) runOnce(ctx context.Context) error {
 	}
 	for {
 		env, err := r.next(ctx)
+		if errors.Is(err, errCommitEnded) {
+			if err := r.settle(ctx); err != nil {
+				return err
+			}
+			continue
+		}
 		if errors.Is(err, errCommitDue) {
 			if err := r.commit(ctx); err != nil {
 				return err
@@ -702,9 +731,37 @@ const fullEvery = 64
 // work back until the next block.
 var errCommitDue = errors.New("transaction budget used up")
 
+// errCommitEnded is returned by next when the commit in flight ended
+// while waiting for Amp: its outcome is applied (settle) at once, so that a
+// quiet chain does not hold back the checkpoint, the metrics and the
+// events of the last commit.
+var errCommitEnded = errors.New("the commit in flight ended")
+
 // next waits for the next envelope, but no longer than the open
-// transaction's remaining time budget when it ends at a watermark.
+// transaction's remaining time budget when it ends at a watermark, nor
+// than the commit in flight.
 func (r *Stream) next(ctx context.Context) (source.Envelope, error) {
+	if j := r.job; j != nil {
+		jctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go func() {
+			select {
+			case <-j.done:
+				cancel(errCommitEnded)
+			case <-jctx.Done():
+			}
+		}()
+		env, err := r.nextWithin(jctx)
+		if err != nil && ctx.Err() == nil && errors.Is(context.Cause(jctx), errCommitEnded) {
+			return source.Envelope{}, errCommitEnded
+		}
+		return env, err
+	}
+	return r.nextWithin(ctx)
+}
+
+// nextWithin is next bounded by the open transaction's time budget.
+func (r *Stream) nextWithin(ctx context.Context) (source.Envelope, error) {
 	if len(r.txn.pending) == 0 || r.txn.dirty {
 		return r.stream.Next(ctx)
 	}
@@ -757,6 +814,9 @@ func (r *Stream) handle(ctx context.Context, env source.Envelope) error {
 		rows = int(env.Batch.NumRows())
 	}
 	if r.enc == nil && len(env.Ranges) > 0 {
+		if err := r.settle(ctx); err != nil {
+			return err
+		}
 		nets := make([]string, len(env.Ranges))
 		for i, rg := range env.Ranges {
 			nets[i] = rg.Network
@@ -770,14 +830,21 @@ func (r *Stream) handle(ctx context.Context, env source.Envelope) error {
 	if err != nil && !errors.As(err, &reconnect) {
 		return fmt.Errorf("stream %s: %w", r.cfg.ID, err)
 	}
+	if reconnect != nil || slices.ContainsFunc(events, func(ev reorg.Event) bool { return ev.Kind == reorg.KindUndo }) {
+		// A reorg reads the committed batch log and may abort the open
+		// transaction: after the commit in flight.
+		if err := r.settle(ctx); err != nil {
+			return err
+		}
+	}
 	for _, ev := range events {
 		switch ev.Kind {
 		case reorg.KindData:
-			if err := r.data(ctx, ev, env); err != nil {
+			if err := r.data(ctx, ev, &env); err != nil {
 				return err
 			}
 		case reorg.KindWatermark:
-			if !r.prod.Stats().Open && len(r.txn.pending) == 0 {
+			if r.txn.began.IsZero() {
 				// A microbatch without rows: the budget runs from now.
 				r.txn.began = r.deps.Now()
 			}
@@ -809,15 +876,19 @@ func (r *Stream) budget() sink.Budget {
 	return sink.Budget{MaxRows: r.cfg.Transaction.MaxRows, MaxAge: r.cfg.Transaction.MaxAge}
 }
 
-// begin opens a transaction unless one is open.
-func (r *Stream) begin() error {
+// begin opens a transaction unless one is open, for a first record ready
+// at readyAt (observeBoundary).
+func (r *Stream) begin(readyAt time.Time) error {
 	if r.prod.Stats().Open {
 		return nil
 	}
 	if err := r.prod.Begin(); err != nil {
 		return r.txnError("beginning a transaction", err)
 	}
-	r.txn.began, r.txn.rows = r.deps.Now(), 0
+	if r.txn.began.IsZero() {
+		r.txn.began = r.deps.Now()
+	}
+	r.observeBoundary(readyAt)
 	return nil
 }
 
@@ -830,38 +901,81 @@ func (r *Stream) txnError(what string, err error) error {
 	return fmt.Errorf("stream %s: %s: %w", r.cfg.ID, what, err)
 }
 
-func (r *Stream) data(ctx context.Context, ev reorg.Event, env source.Envelope) error {
+// data encodes the rows of a data event into a slab, releases the Arrow
+// batch, and produces the records; the slab is reused once the producer
+// has acknowledged them all, so memory follows what the producer holds,
+// not the open transaction.
+func (r *Stream) data(ctx context.Context, ev reorg.Event, env *source.Envelope) error {
 	if env.Batch == nil || env.Batch.NumRows() == 0 {
 		return nil
 	}
-	if err := r.begin(); err != nil {
-		return err
-	}
-	before := r.out.Len()
+	now := r.deps.Now()
 	meta := encode.BatchMeta{Op: encode.OpCreate, Ranges: ev.Ranges, BatchID: ev.BatchID,
-		TsMs: r.deps.Now().UnixMilli(), RowOffset: r.txn.rowOffset[ev.BatchID]}
-	if err := r.enc.Encode(env.Batch, meta, &r.out); err != nil {
+		TsMs: now.UnixMilli(), RowOffset: r.txn.rowOffset[ev.BatchID]}
+	if r.txn.began.IsZero() {
+		r.txn.began = now
+	}
+	headers := recordHeaders(r.cfg.ID, ev.BatchID, "c", ev.Ranges)
+	encoding, err := r.slabs.encodeSlabs(r.enc, env.Batch, meta, func(s *slab, rowOffset int64) error {
+		n := s.out.Len()
+		r.txn.rowOffset[ev.BatchID] += int64(n)
+		r.txn.rows += n
+		r.txn.dirty = true
+		out := produceBatch{topic: r.topic, batchID: ev.BatchID, op: "c", rowKey: r.cfg.Key == config.KeyRow,
+			headers: headers, rowOffset: rowOffset, ts: now}
+		// Produced now, or once the commit in flight has ended in Kafka.
+		return r.hold(ctx, heldBatch{slab: s, out: out, readyAt: now})
+	})
+	if encoding {
 		return r.schemaMoved(ctx, fmt.Errorf("stream %s: encoding batch %s: %w", r.cfg.ID, ev.BatchID, err))
 	}
-	n := r.out.Len() - before
-	headers := recordHeaders(r.cfg.ID, ev.BatchID, "c", ev.Ranges)
-	key := []byte(ev.BatchID)
-	for i := before; i < r.out.Len(); i++ {
+	if err != nil {
+		return err
+	}
+	env.Release() // the records are encoded: the Arrow memory goes back now
+	return nil
+}
+
+// produceError names the stream in an error of produceBatch.produce.
+func (r *Stream) produceError(err error) error {
+	if errors.Is(err, sink.ErrRecordTooLarge) {
+		return fmt.Errorf("stream %s: %w", r.cfg.ID, err)
+	}
+	return r.txnError("producing records", err)
+}
+
+// produceBatch is how the records of one encoded Arrow batch are produced.
+type produceBatch struct {
+	topic, batchID, op string
+	// rowKey: the records' keys are the encoded row keys, not the batch id.
+	rowKey    bool
+	headers   []sink.Header
+	rowOffset int64     // the microbatch's row index of the first record
+	ts        time.Time // every record's timestamp
+}
+
+// produce checks and produces every record of slab s (the caller holds it)
+// with s as their owner, in group batchID, and returns how many there
+// were. A record too large for the topic is an error wrapping
+// sink.ErrRecordTooLarge; other errors are the producer's.
+func (b produceBatch) produce(ctx context.Context, prod *sink.Producer, limit recordLimit, s *slab) (int, error) {
+	key := []byte(b.batchID)
+	n := s.out.Len()
+	for i := range n {
 		k := key
-		if r.cfg.Key == config.KeyRow {
-			k = r.out.Key(i)
+		if b.rowKey {
+			k = s.out.Key(i)
 		}
-		if err := r.limit.check(ev.BatchID, r.txn.rowOffset[ev.BatchID]+int64(i-before), k, r.out.Value(i), headers); err != nil {
-			return fmt.Errorf("stream %s: %w", r.cfg.ID, err)
+		if err := limit.check(b.batchID, b.rowOffset+int64(i), k, s.out.Value(i), b.headers); err != nil {
+			return i, err
 		}
-		if err := r.prod.Produce(ctx, sink.Record{Topic: r.topic, Key: k, Value: r.out.Value(i), Headers: headers, Group: ev.BatchID, Op: "c"}); err != nil {
-			return r.txnError("producing records", err)
+		s.hand()
+		if err := prod.Produce(ctx, sink.Record{Topic: b.topic, Key: k, Value: s.out.Value(i), Headers: b.headers,
+			Group: b.batchID, Op: b.op, Timestamp: b.ts, Owner: s}); err != nil {
+			return i, err
 		}
 	}
-	r.txn.rowOffset[ev.BatchID] += int64(n)
-	r.txn.rows += n
-	r.txn.dirty = true
-	return nil
+	return n, nil
 }
 
 func recordHeaders(stream, batchID, op string, ranges []reorg.BlockRange) []sink.Header {
@@ -904,7 +1018,7 @@ func (r *Stream) undoEvent(ctx context.Context, ev reorg.Event) (bool, error) {
 	if len(ev.Retract) == 0 {
 		return false, nil
 	}
-	if err := r.begin(); err != nil {
+	if err := r.begin(r.deps.Now()); err != nil {
 		return false, err
 	}
 	u := offsets.Undo{Stream: r.cfg.ID, Sequence: ev.Seq, TsMs: r.deps.Now().UnixMilli(), Cause: ev.Cause.String(),
@@ -1001,8 +1115,16 @@ func (r *Stream) retract(ctx context.Context, b offsets.Batch) (int, error) {
 }
 
 // commit closes the open transaction at a watermark: control events with
-// the new checkpoint, the Kafka commit, then the checkpoint store.
+// the new checkpoint, the Kafka commit, then the checkpoint store. It waits
+// for the previous commit to end (settle: commits and checkpoints stay in
+// order, one at a time), then starts this one on its own goroutine
+// (startCommit) and returns: the run loop reads, decodes and encodes the
+// next microbatch meanwhile, and produces it only once this transaction
+// is committed in Kafka. The commit's outcome is taken by the next settle.
 func (r *Stream) commit(ctx context.Context) error {
+	if err := r.settle(ctx); err != nil {
+		return err
+	}
 	pending := r.txn.pending
 	last := pending[len(pending)-1].wm
 	if err := r.machine.Commit(last.Seq); err != nil {
@@ -1012,12 +1134,19 @@ func (r *Stream) commit(ctx context.Context) error {
 	// The checkpoint rides in the first watermark of a run and then in
 	// every FullEvery-th; the others carry the state it is rebuilt from.
 	full := r.lastFull < 0 || r.sinceFull+1 >= r.deps.FullEvery
-	var ends map[int32]int64
-	res, err := r.commitWith(ctx, r.prod, r.txn.undo, func(flushed sink.Committed) (offsets.Watermark, *offsets.Checkpoint, error) {
+	j := &commitJob{pending: pending, snap: snap, full: full, from: r.txn.lastProduced}
+	if j.from.IsZero() {
+		j.from = r.deps.Now()
+	}
+	undos := r.txn.undo
+	// What follows runs on the commit's goroutine: it reads only what the
+	// run loop leaves alone until the next settle (the committed
+	// checkpoint, the data topic, lastFull).
+	j.build = func(ctx context.Context, flushed sink.Committed) (offsets.Watermark, *offsets.Checkpoint, error) {
 		// The data topic is still the one the checkpoint points into: an
 		// error aborts the transaction.
 		var err error
-		if ends, err = r.checkSpans(flushed); err != nil {
+		if j.ends, err = r.checkSpans(flushed); err != nil {
 			return offsets.Watermark{}, nil, err
 		}
 		if full {
@@ -1025,7 +1154,7 @@ func (r *Stream) commit(ctx context.Context) error {
 				return offsets.Watermark{}, nil, err
 			}
 		}
-		cp := r.nextCheckpoint(snap, r.nextBatchLog(snap, flushed))
+		cp := r.nextCheckpoint(snap, r.nextBatchLog(snap, pending, flushed))
 		state := &offsets.StreamState{Next: snap.Next, Incomplete: snap.Incomplete, BaseOffset: r.lastFull,
 			Retained: make([]uint64, len(snap.Watermarks))}
 		for i, w := range snap.Watermarks {
@@ -1045,14 +1174,20 @@ func (r *Stream) commit(ctx context.Context) error {
 			wm.Rows += uint64(p.rows)
 		}
 		return wm, &cp, nil
-	})
-	if err != nil {
-		return err
 	}
-	r.noteSpans(ends)
+	r.txn.reset()
+	r.startCommit(ctx, j, undos)
+	return nil
+}
+
+// finishCommit applies a commit that ended well to the run loop's state,
+// on its goroutine (settle).
+func (r *Stream) finishCommit(j *commitJob) {
+	pending, last := j.pending, j.pending[len(j.pending)-1].wm
+	r.noteSpans(j.ends)
 	r.deps.Metrics.batchesCommitted.WithLabelValues(r.cfg.ID).Add(float64(len(pending)))
-	if full {
-		r.lastFull, r.sinceFull = res.ControlOffset, 0
+	if j.full {
+		r.lastFull, r.sinceFull = j.res.ControlOffset, 0
 	} else {
 		r.sinceFull++
 	}
@@ -1063,18 +1198,15 @@ func (r *Stream) commit(ctx context.Context) error {
 			r.deps.Metrics.behindSource.WithLabelValues(r.cfg.ID, rg.Network).Set(now.Sub(time.Unix(int64(rg.Timestamp), 0)).Seconds())
 		}
 	}
-	r.txn.reset()
-	r.out.Reset()
-	r.resume = snap.Cursor()
-	r.committedCursor.Store(snap.Cursor())
+	r.resume = j.snap.Cursor()
+	r.committedCursor.Store(r.resume)
 	rows := 0
 	for _, p := range pending {
 		rows += p.rows
 		r.emit(Event{Kind: "commit", BatchID: p.wm.BatchID, Ranges: p.wm.Ranges, Rows: p.rows})
 	}
 	r.log.Debug("committed", "version", r.committed.Version, "batches", len(pending), "rows", rows,
-		"from", fmt.Sprint(pending[0].wm.Ranges), "to", fmt.Sprint(last.Ranges), "cursor", cursorText(r.resume), "full", full)
-	return nil
+		"from", fmt.Sprint(pending[0].wm.Ranges), "to", fmt.Sprint(last.Ranges), "cursor", cursorText(r.resume), "full", j.full)
 }
 
 // nextCheckpoint is the checkpoint that follows the committed one.
@@ -1109,9 +1241,21 @@ type commitResult struct {
 // and the watermark event that build returns for the flushed records'
 // offsets, commits, and, when build returned a checkpoint, stores it with
 // the watermark's control offset (storeCheckpoint) and makes it the
-// committed one.
+// committed one. The live stream's commits run its two halves, commitKafka
+// and storeCommitted, on a goroutine of their own (startCommit).
 func (r *Stream) commitWith(ctx context.Context, prod *sink.Producer, undos []offsets.Undo,
 	build func(flushed sink.Committed) (offsets.Watermark, *offsets.Checkpoint, error)) (commitResult, error) {
+	res, cp, err := r.commitKafka(ctx, prod, undos, build)
+	if err != nil {
+		return res, err
+	}
+	return res, r.storeCommitted(ctx, cp)
+}
+
+// commitKafka is commitWith's Kafka transaction: it returns the checkpoint
+// build made, with the watermark's control offset, not yet stored.
+func (r *Stream) commitKafka(ctx context.Context, prod *sink.Producer, undos []offsets.Undo,
+	build func(flushed sink.Committed) (offsets.Watermark, *offsets.Checkpoint, error)) (commitResult, *offsets.Checkpoint, error) {
 	var cp *offsets.Checkpoint
 	done := r.deps.Health.Track("kafka: committing transaction " + prod.TransactionalID())
 	committed, err := prod.CommitWith(ctx, func(flushed sink.Committed) ([]sink.Record, error) {
@@ -1138,24 +1282,32 @@ func (r *Stream) commitWith(ctx context.Context, prod *sink.Producer, undos []of
 	done()
 	if err != nil {
 		if errors.Is(err, sink.ErrFenced) {
-			return commitResult{}, fmt.Errorf("stream %s: committing transaction %s: %w (another instance runs this stream; stop one of them)",
+			return commitResult{}, nil, fmt.Errorf("stream %s: committing transaction %s: %w (another instance runs this stream; stop one of them)",
 				r.cfg.ID, prod.TransactionalID(), err)
 		}
-		return commitResult{}, fmt.Errorf("stream %s: committing transaction %s: %w", r.cfg.ID, prod.TransactionalID(), err)
+		return commitResult{}, nil, fmt.Errorf("stream %s: committing transaction %s: %w", r.cfg.ID, prod.TransactionalID(), err)
 	}
 	res := commitResult{ControlOffset: offsets.NoOffset}
 	if g, ok := committed.Group(controlGroup); ok && len(g.Spans) > 0 {
 		res.ControlOffset = g.Spans[0].Last
 	}
-	if cp == nil {
-		return res, nil
+	if cp != nil {
+		cp.ControlOffset = res.ControlOffset
 	}
-	cp.ControlOffset = res.ControlOffset
+	return res, cp, nil
+}
+
+// storeCommitted stores the checkpoint of a committed transaction (nil:
+// none) and makes it the committed one.
+func (r *Stream) storeCommitted(ctx context.Context, cp *offsets.Checkpoint) error {
+	if cp == nil {
+		return nil
+	}
 	if err := r.storeCheckpoint(ctx, cp); err != nil {
-		return res, err
+		return err
 	}
 	r.committed = *cp
-	return res, nil
+	return nil
 }
 
 // storeCheckpoint writes cp to the checkpoint store after its transaction
@@ -1221,7 +1373,7 @@ func (r *Stream) ownLostWrite(ctx context.Context, cp offsets.Checkpoint) (uint6
 
 // nextBatchLog is the retained batch log after a commit: every batch whose
 // watermark the committed snapshot still retains.
-func (r *Stream) nextBatchLog(snap reorg.Snapshot, flushed sink.Committed) []offsets.Batch {
+func (r *Stream) nextBatchLog(snap reorg.Snapshot, pending []pendingBatch, flushed sink.Committed) []offsets.Batch {
 	keep := make(map[uint64]bool, len(snap.Watermarks))
 	for _, w := range snap.Watermarks {
 		keep[w.Seq] = true
@@ -1232,7 +1384,7 @@ func (r *Stream) nextBatchLog(snap reorg.Snapshot, flushed sink.Committed) []off
 			out = append(out, b)
 		}
 	}
-	for _, p := range r.txn.pending {
+	for _, p := range pending {
 		if keep[p.wm.Seq] {
 			out = append(out, offsets.Batch{Seq: p.wm.Seq, ID: p.wm.BatchID, Ranges: p.wm.Ranges, Spans: groupSpans(flushed, p.wm.BatchID),
 				SchemaID: r.valueSchemaID()})
@@ -1243,10 +1395,13 @@ func (r *Stream) nextBatchLog(snap reorg.Snapshot, flushed sink.Committed) []off
 
 // abort aborts the open transaction, if any, and empties its log.
 func (r *Stream) abort(ctx context.Context, why string) error {
+	if err := r.joinCommit(); err != nil {
+		return err
+	}
+	r.dropHeld()
 	open := r.prod.Stats().Open
 	rows := r.txn.rows
 	r.txn.reset()
-	r.out.Reset()
 	if !open {
 		return nil
 	}
@@ -1274,8 +1429,14 @@ func (r *Stream) rollback(ctx context.Context, why string) error {
 func (r *Stream) shutdown(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	if err := r.settle(dctx); err != nil {
+		return fmt.Errorf("committing the last transaction at shutdown: %w", err)
+	}
 	if len(r.txn.pending) > 0 && !r.txn.dirty {
 		if err := r.commit(dctx); err != nil {
+			return fmt.Errorf("committing the last transaction at shutdown: %w", err)
+		}
+		if err := r.joinCommit(); err != nil {
 			return fmt.Errorf("committing the last transaction at shutdown: %w", err)
 		}
 	} else if err := r.abort(dctx, "shutting down"); err != nil {

@@ -21,10 +21,10 @@ const (
 	EnvRequire        = "BRIDGE_TEST_REQUIRE"
 	// EnvBenchSmoke set to 1 asks benchmarks for a seconds-long smoke run
 	// (make test runs every benchmark once with it: see BenchSmoke).
-	EnvBenchSmoke = "BRIDGE_BENCH_SMOKE"
+	EnvBenchSmoke = "BRIDGE_TEST_BENCH_SMOKE"
 )
 
-// BenchSmoke reports whether BRIDGE_BENCH_SMOKE=1: make test runs every
+// BenchSmoke reports whether BRIDGE_TEST_BENCH_SMOKE=1: make test runs every
 // benchmark once (-benchtime 1x) so that none can rot, and a benchmark
 // whose setup takes long (a large simulated chain, a long control topic)
 // shrinks it under this switch; the figures of such a run mean nothing.

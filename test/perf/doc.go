@@ -1,5 +1,6 @@
-// Package perf is the end-to-end throughput harness of amp-kafka-bridge
-// (performance.md target (a)). It has tests and benchmarks only:
+// Package perf is the end-to-end throughput and memory harness of
+// amp-kafka-bridge (performance.md targets (a) and (e)). It has tests and
+// benchmarks only:
 //
 //   - TestThroughput builds ./cmd/bridge, runs it as a process with a
 //     config file against an Amp simulator in the test process (replay
@@ -17,8 +18,22 @@
 //     CPU of the bridge, the broker and the simulator per row. With
 //     -perf.profile it saves a CPU profile of the bridge (its
 //     http.pprof endpoint) taken during the middle window.
+//
+//   - TestStreamsCost (-perf.streams-cost) runs the bridge binary with
+//     1, 10 and 100 streams (-perf.stream-counts) in one process, each its
+//     own query, topic and transactional producer, against the simulator,
+//     kfake in its own process and a private redis-server: RSS, goroutines
+//     and CPU over an idle window (-perf.idle) once every stream has
+//     committed the head (kfake keeps the records here: the streams read
+//     the shared control topic back), then how evenly the streams publish blocks mined
+//     for all of them at once (-perf.busy-blocks; min/max and Jain's index
+//     of the per-stream rates). It writes streams_cost.json, with the cost
+//     of one more idle stream, into -perf.out and saves a heap profile of
+//     each process there.
+//
 //   - BenchmarkSourceOnly reads the simulator through the bridge's Flight
 //     client (package source) alone, generating rows or replaying them.
+//
 //   - With -perf.peers, TestThroughput also runs the bridge's peers on
 //     each Apache Kafka configuration, after the bridge and on the same
 //     broker, each into a fresh topic with the same partitions: kcat
@@ -27,15 +42,34 @@
 //     binary) producing records captured from the bridge's topic, and
 //     the Amp Python SDK Kafka loader's loop reproduced in
 //     testdata/amp_loader_loop.py; -perf.json writes every figure.
+//
 //   - TestLatency (-perf.latency) measures reorg retraction latency at
 //     depth 10 and 128 and the restart time to the first new committed
 //     record (clean, and after kill -9 with a transaction open).
+//
 //   - TestBenchReport (-perf.report DIR) writes BENCHMARKS.md and
 //     BENCHMARKS.json from what make bench wrote into DIR;
 //     TestBenchReportSmoke runs it on made-up parts in make test.
 //
-// TestThroughput is skipped unless -perf.e2e is given, so `make test`
-// never runs it; `make bench-e2e` does, after `make services` has
+//   - TestMemory (memory_test.go) runs the bridge binary as a process
+//     through each case of -perf.memory-cases and reports its peak RSS
+//     (VmHWM from /proc) in a table and in -perf.out/memory.json (one
+//     object per case: name, peak_rss_mib, goal_mib, blocks, tx_per_block,
+//     microbatch_blocks, streams, backfill_workers, rows, seconds, broker,
+//     gomemlimit, load, bridge): catchup (3,000 blocks of ~300
+//     transactions in Amp's 1000-block microbatches, SELECT *,
+//     exactly-once), slope (the same at microbatches of 100, 300, 1000 and
+//     3000 blocks, with the largest peak over the smallest), backfill (1M
+//     blocks, 4 workers) and streams (100 streams in one process). A case
+//     ends when every stream has committed the head block; the records the
+//     producers wrote are checked against the chain's rows. It saves heap
+//     profiles of the bridge near its peak (heap-peak.pprof) and at the end
+//     (heap.pprof) beside each case's config and log:
+//
+//     go test ./test/perf -run TestMemory -perf.memory -perf.out DIR [-perf.bridge BIN] [-perf.gomemlimit 384MiB]
+//
+// TestThroughput is skipped unless -perf.e2e is given and TestMemory
+// unless -perf.memory is, so `make test` never runs them; `make bench-e2e` does, after `make services` has
 // installed the Kafka jars and redis-server:
 //
 //	make bench-e2e                                       # performance.md: 60 s warm-up, 3 × 60 s

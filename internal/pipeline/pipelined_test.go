@@ -1,0 +1,181 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
+)
+
+// pipeFixture is a Stream with a real producer (kfake) and an encoder,
+// enough for the pipelined hand-off (hold, settle, join) without Amp.
+type pipeFixture struct {
+	r   *Stream
+	enc *encode.Encoder
+	rec arrow.RecordBatch
+}
+
+func newPipeFixture(t *testing.T) *pipeFixture {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1), kfake.SeedTopics(1, "pipe"))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	kc := sink.DefaultConfig()
+	kc.Brokers = c.ListenAddrs()
+	kc.TransactionalIDPrefix = "pipetest"
+	kc.Linger = 0
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	prod, err := sink.NewProducer(ctx, kc, "pipe", sink.Deps{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = prod.Close(context.Background()) })
+
+	schema := arrow.NewSchema([]arrow.Field{{Name: "block_num", Type: arrow.PrimitiveTypes.Uint64}}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	for i := range 10 {
+		b.Field(0).(*array.Uint64Builder).Append(uint64(i))
+	}
+	rec := b.NewRecordBatch()
+	t.Cleanup(rec.Release)
+	enc, err := encode.NewEncoder(encode.Config{Stream: "pipe", Topic: "pipe", Version: "test"}, schema)
+	require.NoError(t, err)
+
+	r := New(config.StreamConfig{ID: "pipe"}, Deps{Metrics: NewMetrics(nil), Kafka: kc})
+	r.prod, r.topic, r.enc = prod, "pipe", enc
+	return &pipeFixture{r: r, enc: enc, rec: rec}
+}
+
+// batch encodes the fixture's 10 rows into a held batch.
+func (f *pipeFixture) batch(t *testing.T, id string) heldBatch {
+	t.Helper()
+	s := f.r.slabs.get()
+	ranges := []reorg.BlockRange{{Network: "eth", Start: 1, End: 1}}
+	require.NoError(t, f.enc.Encode(f.rec, encode.BatchMeta{Op: encode.OpCreate, Ranges: ranges, BatchID: id}, &s.out))
+	return heldBatch{slab: s, out: produceBatch{topic: "pipe", batchID: id, op: "c", ts: time.Now()}, readyAt: time.Now()}
+}
+
+// inFlight is a commit job whose Kafka commit and checkpoint write the test
+// ends.
+func inFlight() *commitJob {
+	return &commitJob{kafka: make(chan struct{}), done: make(chan struct{}), from: time.Now(),
+		pending: []pendingBatch{{wm: reorg.Event{BatchID: "n", Ranges: []reorg.BlockRange{{Network: "eth", Start: 1, End: 1}}}}}}
+}
+
+// TestFailedCommitStopsTheNext checks that batches of transaction N+1
+// encoded while commit N is in flight are never produced when commit N
+// fails in Kafka: hold returns the commit's error, the batches are dropped
+// (their slabs back in the pool), and no transaction is open.
+func TestFailedCommitStopsTheNext(t *testing.T) {
+	f := newPipeFixture(t)
+	r := f.r
+	j := inFlight()
+	r.job, r.bound = j, j
+	ctx := t.Context()
+	require.NoError(t, r.hold(ctx, f.batch(t, "n1-a")))
+	require.NoError(t, r.hold(ctx, f.batch(t, "n1-b")))
+	assert.False(t, r.prod.Stats().Open, "nothing of N+1 is produced while commit N is in flight")
+	require.Len(t, r.held, 2)
+
+	boom := errors.New("EndTxn: unknown outcome")
+	j.kafkaErr, j.err = boom, boom
+	close(j.kafka)
+	close(j.done)
+	err := r.hold(ctx, f.batch(t, "n1-c"))
+	require.ErrorIs(t, err, boom, "the failed commit's error stops the run loop")
+	assert.False(t, r.prod.Stats().Open, "no record of N+1 was produced")
+	assert.Empty(t, r.held)
+	assert.Zero(t, r.slabs.live.Load(), "the held batches' slabs are released")
+	assert.Nil(t, r.job)
+	require.NoError(t, r.settle(ctx), "the failure is reported once")
+}
+
+// TestHeldUntilKafkaCommitThenInOrder checks that the next transaction's
+// batches wait for the Kafka commit in flight, are then produced in the
+// order they were read, and that settle (which every commit calls first)
+// waits for the previous commit's checkpoint write: commits and checkpoint
+// writes stay in order.
+func TestHeldUntilKafkaCommitThenInOrder(t *testing.T) {
+	f := newPipeFixture(t)
+	r := f.r
+	j := inFlight()
+	r.job, r.bound = j, j
+	ctx := t.Context()
+	for _, id := range []string{"b1", "b2", "b3"} {
+		require.NoError(t, r.hold(ctx, f.batch(t, id)))
+	}
+	assert.False(t, r.prod.Stats().Open)
+
+	// The Kafka commit ends; the checkpoint write goes on.
+	j.kafkaAt = time.Now()
+	close(j.kafka)
+	require.NoError(t, r.hold(ctx, f.batch(t, "b4")))
+	assert.True(t, r.prod.Stats().Open, "produced once the Kafka commit ended")
+	assert.Equal(t, 40, r.prod.Stats().Records)
+	assert.Empty(t, r.held)
+	assert.NotNil(t, r.job, "the checkpoint write is still in flight")
+
+	settled := make(chan error, 1)
+	go func() { settled <- r.settle(ctx) }()
+	select {
+	case err := <-settled:
+		t.Fatalf("settle returned (%v) before the previous commit's checkpoint write ended", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(j.done)
+	require.NoError(t, <-settled)
+	assert.Nil(t, r.job)
+
+	committed, err := r.prod.Commit(ctx)
+	require.NoError(t, err)
+	var order []string
+	for _, g := range committed.Groups {
+		order = append(order, g.Group)
+	}
+	assert.Equal(t, "b1 b2 b3 b4", strings.Join(order, " "), "batches produced in the order they were read")
+	require.Eventually(t, func() bool { return r.slabs.live.Load() == 0 }, 10*time.Second, 10*time.Millisecond,
+		"every slab is released once its records are acknowledged")
+}
+
+// TestHoldBounded checks that the hand-off is bounded: with the commit in
+// flight, at most maxHeldBatches batches are held, then hold waits for the
+// Kafka commit.
+func TestHoldBounded(t *testing.T) {
+	f := newPipeFixture(t)
+	r := f.r
+	j := inFlight()
+	r.job, r.bound = j, j
+	ctx := t.Context()
+	for i := range maxHeldBatches - 1 {
+		require.NoError(t, r.hold(ctx, f.batch(t, fmt.Sprintf("b%d", i))))
+	}
+	blocked := make(chan error, 1)
+	last := f.batch(t, "full")
+	go func() { blocked <- r.hold(ctx, last) }()
+	select {
+	case err := <-blocked:
+		t.Fatalf("hold returned (%v) with %d batches held and the Kafka commit in flight", err, maxHeldBatches)
+	case <-time.After(100 * time.Millisecond):
+	}
+	j.kafkaAt = time.Now()
+	close(j.kafka)
+	require.NoError(t, <-blocked)
+	assert.Equal(t, 10*maxHeldBatches, r.prod.Stats().Records)
+	close(j.done)
+	require.NoError(t, r.settle(ctx))
+	require.NoError(t, r.prod.Abort(ctx))
+}
