@@ -18,9 +18,8 @@ import (
 // ids included; a wrong password, an expired token, no credentials, an
 // untrusted certificate and a wrong server name are named, permanent
 // *RegistryAccessErrors naming the key to fix. (Mutual TLS: Apicurio's build
-// fixes quarkus.http.ssl.client-auth to NONE, so the client certificate is
-// tested against a Go TLS server in TestRegistryAccessErrors and
-// cmd/bridge's TestSecretsNeverShown.)
+// fixes quarkus.http.ssl.client-auth to NONE, so
+// TestIntegrationRegistryMutualTLS puts stunnel in front of it.)
 func TestIntegrationRegistrySecurity(t *testing.T) {
 	srv := testenv.StartRegistryServer(t, testenv.WithRegistrySecurity())
 	tlsOn := tlsconfig.Config{Enabled: true, CAFile: srv.PKI.CAFile}
@@ -73,6 +72,58 @@ func TestIntegrationRegistrySecurity(t *testing.T) {
 			require.ErrorAs(t, err, &ae)
 			assert.Contains(t, ae.Fix, tc.fixHas)
 			assert.NotContains(t, err.Error(), srv.Password)
+			t.Logf("%v", err)
+		})
+	}
+}
+
+// TestIntegrationRegistryMutualTLS runs the registry client through mutual
+// TLS against a real Apicurio Registry behind stunnel, which requires a
+// client certificate of its CA (testenv.WithRegistryMutualTLS): with
+// registry.tls.cert_file/key_file, subjects and ids work and the registry
+// itself refuses an incompatible version; without a client certificate, or
+// with one of another CA, the handshake fails as a named ErrRegistryTLS
+// naming registry.tls.cert_file.
+func TestIntegrationRegistryMutualTLS(t *testing.T) {
+	srv := testenv.StartRegistryServer(t, testenv.WithRegistryMutualTLS())
+	other := testenv.NewPKI(t)
+	schema := `{"type":"record","name":"R","fields":[{"name":"a","type":"long"}]}`
+	tests := []struct {
+		name   string
+		tls    tlsconfig.Config
+		fixHas string
+	}{
+		{name: "client certificate", tls: tlsconfig.Config{Enabled: true, CAFile: srv.PKI.CAFile, CertFile: srv.PKI.ClientCertFile, KeyFile: srv.PKI.ClientKeyFile}},
+		{name: "no client certificate", tls: tlsconfig.Config{Enabled: true, CAFile: srv.PKI.CAFile},
+			fixHas: "it requires a client certificate (mutual TLS): set registry.tls.cert_file/key_file"},
+		{name: "client certificate of another CA", tls: tlsconfig.Config{Enabled: true, CAFile: srv.PKI.CAFile, CertFile: other.ClientCertFile, KeyFile: other.ClientKeyFile},
+			fixHas: "the registry refused the client certificate in registry.tls.cert_file " + other.ClientCertFile},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := RegistryConfig{URL: srv.URL, Timeout: 10 * time.Second, TLS: tc.tls}
+			cl, err := NewRegistryClient(cfg)
+			require.NoError(t, err)
+			reg := NewRegistry(cl, WithRegistryConfig(cfg))
+			err = reg.Ping(t.Context())
+			if tc.fixHas == "" {
+				require.NoError(t, err)
+				subject := testenv.UniqueName(t, "mtls") + "-value"
+				id, err := reg.Register(t.Context(), subject, schema)
+				require.NoError(t, err)
+				text, err := NewRegistry(cl).SchemaText(t.Context(), id)
+				require.NoError(t, err)
+				assert.True(t, sameCanonical(schema, text), "schema id %d reads back", id)
+				_, err = reg.Register(t.Context(), subject, `{"type":"record","name":"R","fields":[{"name":"a","type":"long"},{"name":"b","type":"string"}]}`)
+				require.ErrorIs(t, err, ErrIncompatible)
+				assert.Contains(t, err.Error(), "the registry refused the new schema")
+				return
+			}
+			require.ErrorIs(t, err, ErrRegistryTLS)
+			var ae *RegistryAccessError
+			require.ErrorAs(t, err, &ae)
+			assert.Contains(t, ae.Fix, tc.fixHas)
+			assert.NotContains(t, err.Error(), string(srv.PKI.ClientKeyPEM))
 			t.Logf("%v", err)
 		})
 	}

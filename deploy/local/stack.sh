@@ -672,10 +672,17 @@ EOF
 # in deploy/). Nothing is started.
 start_tools() {
   need_cmd promtool prometheus
-  local v
+  # stunnel4 puts mutual TLS in front of the test registry (Apicurio's build
+  # cannot require client certificates).
+  need_cmd stunnel4 stunnel4
+  local v sv
   v=$(promtool --version 2>&1 | head -1)
-  echo "BRIDGE_TEST_PROMTOOL=$(command -v promtool)" >"$LOCAL/tools.env"
-  log "tools: $(command -v promtool) ($v)"
+  sv=$(stunnel4 -version 2>&1 | sed -n 's/^\(stunnel [0-9.]*\).*/\1/p' | head -1)
+  cat >"$LOCAL/tools.env" <<EOF
+BRIDGE_TEST_PROMTOOL=$(command -v promtool)
+BRIDGE_TEST_STUNNEL=$(command -v stunnel4)
+EOF
+  log "tools: $(command -v promtool) ($v), $(command -v stunnel4) (${sv:-stunnel ?})"
 }
 
 # --- bench -----------------------------------------------------------------

@@ -27,6 +27,9 @@ const (
 	EnvRegistryHome = "BRIDGE_TEST_REGISTRY_HOME"
 	// EnvRegistryJava is a java binary of version 21 or newer.
 	EnvRegistryJava = "BRIDGE_TEST_REGISTRY_JAVA"
+	// EnvStunnel is the stunnel4 binary (Debian's stunnel4) that
+	// WithRegistryMutualTLS puts in front of the registry.
+	EnvStunnel = "BRIDGE_TEST_STUNNEL"
 )
 
 // RegistryServer is a private Apicurio Registry process for one test (in
@@ -47,19 +50,31 @@ type RegistryServer struct {
 	jwtKey *rsa.PrivateKey
 	p      *Process
 	log    string
+	mtls   bool
 }
 
 // RegistryOption configures a server of StartRegistryServer.
 type RegistryOption func(*registryOptions)
 
 type registryOptions struct {
-	secure bool
+	secure, mtls bool
 }
 
 // WithRegistrySecurity serves HTTPS only and requires authentication:
 // basic auth or a bearer token (see RegistryServer).
 func WithRegistrySecurity() RegistryOption {
 	return func(o *registryOptions) { o.secure = true }
+}
+
+// WithRegistryMutualTLS serves HTTPS only through stunnel (BRIDGE_TEST_STUNNEL,
+// Debian's stunnel4, which deploy/local installs), which requires a client
+// certificate signed by the server's CA (PKI.ClientCertFile) and passes the
+// connection on to the registry on a private plaintext port: Apicurio's build
+// fixes its own client authentication to none, and a TLS-terminating proxy
+// in front of the registry is how such a deployment requires client
+// certificates. No password or token is needed.
+func WithRegistryMutualTLS() RegistryOption {
+	return func(o *registryOptions) { o.mtls = true }
 }
 
 // StartRegistryServer starts a private Apicurio Registry on free ports of
@@ -76,8 +91,12 @@ func StartRegistryServer(t testing.TB, opts ...RegistryOption) *RegistryServer {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	stunnel := ""
+	if o.mtls {
+		stunnel = RequireReal(t, ServiceRegistry, EnvStunnel)
+	}
 	dir := t.TempDir()
-	s := &RegistryServer{t: t, log: filepath.Join(dir, "registry.log")}
+	s := &RegistryServer{t: t, log: filepath.Join(dir, "registry.log"), mtls: o.mtls}
 	port, err := freePort()
 	if err != nil {
 		t.Fatalf("starting the registry: %v", err)
@@ -130,6 +149,23 @@ func StartRegistryServer(t testing.TB, opts ...RegistryOption) *RegistryServer {
 			"quarkus.oidc.tenant-enabled=true",
 			"quarkus.oidc.public-key="+base64.StdEncoding.EncodeToString(pub),
 		)
+	} else if o.mtls {
+		scheme = "https"
+		tlsDir := filepath.Join(dir, "tls")
+		if err := os.MkdirAll(tlsDir, 0o700); err != nil {
+			t.Fatalf("starting the registry: %v", err)
+		}
+		p, err := newPKI(tlsDir)
+		if err != nil {
+			t.Fatalf("starting the registry: %v", err)
+		}
+		s.PKI = p
+		inner, err := freePort()
+		if err != nil {
+			t.Fatalf("starting the registry: %v", err)
+		}
+		props = append(props, fmt.Sprintf("quarkus.http.port=%d", inner))
+		startStunnel(t, stunnel, dir, p, port, inner)
 	} else {
 		props = append(props, fmt.Sprintf("quarkus.http.port=%d", port))
 	}
@@ -156,7 +192,15 @@ func StartRegistryServer(t testing.TB, opts ...RegistryOption) *RegistryServer {
 func (s *RegistryServer) wait() error {
 	cl := &http.Client{Timeout: 2 * time.Second}
 	if s.PKI != nil {
-		cl.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.PKI.Pool, MinVersion: tls.VersionTLS12}}
+		tc := &tls.Config{RootCAs: s.PKI.Pool, MinVersion: tls.VersionTLS12}
+		if s.mtls {
+			cert, err := tls.LoadX509KeyPair(s.PKI.ClientCertFile, s.PKI.ClientKeyFile)
+			if err != nil {
+				return err
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		cl.Transport = &http.Transport{TLSClientConfig: tc}
 	}
 	deadline := time.Now().Add(120 * time.Second)
 	for {
@@ -178,6 +222,42 @@ func (s *RegistryServer) wait() error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// startStunnel runs stunnel in the foreground on 127.0.0.1:port with the
+// server certificate of p, requiring and verifying a client certificate of
+// p's CA, and forwarding to 127.0.0.1:inner; it is stopped when t ends.
+func startStunnel(t testing.TB, bin, dir string, p *PKI, port, inner int) {
+	t.Helper()
+	conf := filepath.Join(dir, "stunnel.conf")
+	text := strings.Join([]string{
+		"foreground = yes",
+		"pid =",
+		"debug = notice",
+		"[registry]",
+		fmt.Sprintf("accept = 127.0.0.1:%d", port),
+		fmt.Sprintf("connect = 127.0.0.1:%d", inner),
+		"cert = " + p.ServerCertFile,
+		"key = " + p.ServerKeyFile,
+		"CAfile = " + p.CAFile,
+		"requireCert = yes",
+		"verifyChain = yes",
+		"sslVersionMin = TLSv1.2",
+	}, "\n") + "\n"
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatalf("starting stunnel: %v", err)
+	}
+	logPath := filepath.Join(dir, "stunnel.log")
+	sp, err := StartProcess(exec.CommandContext(context.Background(), bin, conf), logPath)
+	if err != nil {
+		t.Fatalf("starting stunnel: %v", err)
+	}
+	t.Cleanup(func() {
+		sp.Term(5 * time.Second)
+		if t.Failed() {
+			t.Logf("stunnel log:\n%s", Tail(logPath, 20))
+		}
+	})
 }
 
 // Token returns a bearer token the server accepts: a JWT (RS256) for
