@@ -1,6 +1,7 @@
 package encode
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -34,6 +35,8 @@ func CheckBackward(reader, writer string) error {
 	}
 	return nil
 }
+
+const reasonNoDefault = "field added without a default"
 
 func joinPath(path, name string) string {
 	if path == "" {
@@ -125,7 +128,7 @@ func compatible(r, w *avroType, path string, seen map[[2]*avroType]bool) (string
 			_, wf := w.field(rf.name)
 			if wf == nil {
 				if !rf.hasDefault {
-					return joinPath(path, rf.name), "field added without a default"
+					return joinPath(path, rf.name), reasonNoDefault
 				}
 				continue
 			}
@@ -157,4 +160,68 @@ func compatible(r, w *avroType, path string, seen map[[2]*avroType]bool) (string
 		// Same primitive kind: compatible. Unions were resolved above.
 	}
 	return "", ""
+}
+
+// Rule is the compatibility a new version of a subject must have with every
+// version registered under it (Confluent's *_TRANSITIVE levels: a topic
+// holds records of all of them, and a retraction is written in the schema of
+// the row it retracts).
+type Rule uint8
+
+// Compatibility rules.
+const (
+	// RuleBackward: the new schema reads the data of every registered
+	// version (BACKWARD_TRANSITIVE): consumers upgrade their reader schema
+	// before or with the producer.
+	RuleBackward Rule = iota
+	// RuleFull: also every registered version reads the new schema's data
+	// (FULL_TRANSITIVE): old readers keep working.
+	RuleFull
+)
+
+// String returns "BACKWARD" or "FULL".
+func (r Rule) String() string {
+	if r == RuleFull {
+		return "FULL"
+	}
+	return "BACKWARD"
+}
+
+// Describe says what the rule asks, for an error.
+func (r Rule) Describe() string {
+	if r == RuleFull {
+		return "FULL (transitive): the new schema must read the data of every registered version, and every registered version must read the new schema's data"
+	}
+	return "BACKWARD (transitive): the new schema must read the data of every registered version"
+}
+
+// Check checks schema (the new one) against registered (one registered
+// version) under the rule. A failure is an *IncompatibleError with Field,
+// Reason and Rule set; the caller fills in the subject and version.
+func (r Rule) Check(schema, registered string) error {
+	if err := CheckBackward(schema, registered); err != nil {
+		return r.named(err, "")
+	}
+	if r != RuleFull {
+		return nil
+	}
+	if err := CheckBackward(registered, schema); err != nil {
+		var ie *IncompatibleError
+		if errors.As(err, &ie) && ie.Reason == reasonNoDefault {
+			// Read the other way round, the reader's extra field is one
+			// the new schema dropped.
+			ie.Reason = "field dropped, and the registered version has no default for it"
+		}
+		return r.named(err, "the registered version cannot read the new schema's data: ")
+	}
+	return nil
+}
+
+func (r Rule) named(err error, prefix string) error {
+	var ie *IncompatibleError
+	if errors.As(err, &ie) {
+		ie.Reason = prefix + ie.Reason
+		ie.Rule = r.Describe()
+	}
+	return err
 }

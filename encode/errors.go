@@ -64,7 +64,9 @@ func (e *ValueError) Unwrap() error { return ErrValue }
 
 // IncompatibleError names the registry subject whose new schema is
 // incompatible with its registered versions, what the registry said when it
-// refused it, and the field the bridge's BACKWARD check finds at fault.
+// refused it, the field the bridge's check finds at fault and, for an
+// evolved schema (Registry.Evolve), the rule that fails, the registered
+// version and both schemas.
 type IncompatibleError struct {
 	// Subject is the registry subject, e.g. "eth.transactions-value".
 	Subject string
@@ -75,8 +77,17 @@ type IncompatibleError struct {
 	// nothing (the registry's level may be stricter than BACKWARD).
 	Reason string
 	// Registry is what the registry said when it refused the schema
-	// (its message and error code); empty for CheckBackward's own verdict.
+	// (its message and error code); empty for the bridge's own verdict.
 	Registry string
+	// Rule is the rule that fails (Rule.Describe) when Registry.Evolve
+	// refused the schema; empty from Register.
+	Rule string
+	// Version and ID are the registered version the new schema fails
+	// against (0 when unknown).
+	Version, ID int
+	// Registered is that version's schema and New the refused one; empty
+	// when unknown.
+	Registered, New string
 }
 
 // incompatibleFix is how to go on after a refusal.
@@ -86,6 +97,33 @@ const incompatibleFix = "nothing was registered or published; to go on, make the
 
 // Error implements error.
 func (e *IncompatibleError) Error() string {
+	if e.Rule != "" {
+		// Registry.Evolve's refusal: the caller (the stream) says how to
+		// go on.
+		var b strings.Builder
+		fmt.Fprintf(&b, "subject %q", e.Subject)
+		if e.Field != "" {
+			fmt.Fprintf(&b, " field %q", e.Field)
+		}
+		fmt.Fprintf(&b, ": %s", ErrIncompatible)
+		if e.Registry != "" {
+			fmt.Fprintf(&b, ": the registry refused the new schema: %q", e.Registry)
+		}
+		if e.Reason != "" {
+			fmt.Fprintf(&b, ": %s", e.Reason)
+		}
+		if e.Version != 0 {
+			fmt.Fprintf(&b, " (against version %d, id %d)", e.Version, e.ID)
+		}
+		fmt.Fprintf(&b, "; the rule that fails: %s", e.Rule)
+		if e.Registered != "" {
+			fmt.Fprintf(&b, "; registered schema: %s", e.Registered)
+		}
+		if e.New != "" {
+			fmt.Fprintf(&b, "; new schema: %s", e.New)
+		}
+		return b.String()
+	}
 	if e.Registry != "" {
 		var b strings.Builder
 		fmt.Fprintf(&b, "subject %q: %s: the registry refused the new schema: %q", e.Subject, ErrIncompatible, e.Registry)

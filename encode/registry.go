@@ -23,6 +23,11 @@ import (
 // registry accepts a change it finds incompatible (a registry at NONE, or a
 // stub such as srfake), it logs a warning naming the field and goes on. A
 // Registry is safe for concurrent use.
+//
+// A stream whose SQL or result schema changed under its id registers with
+// Evolve (PrepareRule) instead: there the stream's schema_evolution rule,
+// checked by the bridge against every registered version, decides, and
+// the registry's refusal is honoured too.
 type Registry struct {
 	cl    *sr.Client
 	cfg   RegistryConfig
@@ -195,4 +200,82 @@ func (r *Registry) SchemaText(ctx context.Context, id int) (string, error) {
 	r.texts[id] = s
 	r.mu.Unlock()
 	return s, nil
+}
+
+// Evolve registers schema under subject as a stream's evolved schema and
+// returns its id: the id of the version that has the same schema, or a new
+// version. A new version must pass rule against every version registered
+// under the subject, checked here, so a registry whose compatibility level
+// is laxer (NONE, or a stub that always says yes) cannot let a change
+// through that the stream's schema_evolution refuses; the registry's own
+// refusal (409) is honoured as in Register. A failure is an
+// *IncompatibleError naming the subject, the field, the rule and both
+// schemas; nothing is registered then.
+func (r *Registry) Evolve(ctx context.Context, subject, schema string, rule Rule) (int, error) {
+	key := subject + "\x00" + schema
+	r.mu.Lock()
+	id, ok := r.ids[key]
+	r.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	versions, err := r.cl.Schemas(ctx, subject)
+	switch {
+	case err == nil:
+		for _, v := range versions {
+			if sameCanonical(schema, v.Schema.Schema) {
+				r.remember(key, v.ID, schema)
+				return v.ID, nil
+			}
+		}
+		for _, v := range versions {
+			if err := rule.Check(schema, v.Schema.Schema); err != nil {
+				var ie *IncompatibleError
+				if errors.As(err, &ie) {
+					ie.Subject, ie.Version, ie.ID, ie.Registered, ie.New = subject, v.Version, v.ID, v.Schema.Schema, schema
+					return 0, ie
+				}
+				return 0, fmt.Errorf("checking subject %q against version %d: %w", subject, v.Version, err)
+			}
+		}
+	case isNotFound(err):
+	default:
+		return 0, fmt.Errorf("reading the versions of subject %q: %w", subject, classifyRegistryError(r.cfg, err))
+	}
+	ss, err := r.cl.CreateSchema(ctx, subject, sr.Schema{Schema: schema, Type: sr.TypeAvro})
+	if err != nil {
+		var re *sr.ResponseError
+		if errors.As(err, &re) && re.StatusCode == http.StatusConflict {
+			ie := &IncompatibleError{Subject: subject, Registry: registryMessage(re),
+				Rule: "the registry's compatibility level for the subject", New: schema}
+			if n := len(versions); n > 0 {
+				ie.Version, ie.ID, ie.Registered = versions[n-1].Version, versions[n-1].ID, versions[n-1].Schema.Schema
+			}
+			return 0, ie
+		}
+		return 0, fmt.Errorf("registering subject %q: %w", subject, classifyRegistryError(r.cfg, err))
+	}
+	r.remember(key, ss.ID, schema)
+	return ss.ID, nil
+}
+
+// PrepareRule is Prepare for a stream whose SQL or result schema changed
+// under its id: the value schema is registered with Evolve under rule (the
+// key schema, in row-key mode, with Register).
+func (r *Registry) PrepareRule(ctx context.Context, topic string, enc *Encoder, rule Rule) error {
+	s := enc.Schemas()
+	vid, err := r.Evolve(ctx, ValueSubject(topic), s.Value, rule)
+	if err != nil {
+		return fmt.Errorf("preparing topic %q: %w", topic, err)
+	}
+	var kf Framing
+	if s.Key != "" {
+		kid, err := r.Register(ctx, KeySubject(topic), s.Key)
+		if err != nil {
+			return fmt.Errorf("preparing topic %q: %w", topic, err)
+		}
+		kf = ConfluentFraming(kid)
+	}
+	enc.SetFraming(ConfluentFraming(vid), kf)
+	return nil
 }

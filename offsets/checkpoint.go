@@ -11,11 +11,21 @@ import (
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 )
 
-// FormatVersion is the encoding version Marshal writes and Unmarshal
-// accepts. Any change to the encoded form, including one in reorg.Snapshot
-// or reorg.BlockRange JSON, needs a new version (the golden test fails
-// first).
-const FormatVersion = 1
+// FormatVersion is the newest encoding version Marshal writes; Unmarshal
+// accepts it and every earlier one. Any change to the encoded form,
+// including one in reorg.Snapshot or reorg.BlockRange JSON, needs a new
+// version (the golden tests fail first).
+//
+//   - 1: the first.
+//   - 2: batches may carry the registry schema id they were written with
+//     (Batch.SchemaID). Marshal writes format 1 while no batch has one (a
+//     stream without a registry), so a bridge that reads only format 1
+//     still loads it; a format-2 checkpoint is refused by such a bridge
+//     with ErrUnsupportedFormat ("upgrade this bridge").
+const FormatVersion = 2
+
+// formatV1 is the encoding without batch schema ids.
+const formatV1 = 1
 
 // NoOffset is the ControlOffset of a checkpoint that has recorded no control
 // event yet.
@@ -64,6 +74,14 @@ type Batch struct {
 	// Spans are the data-topic offsets of its records, empty when it had
 	// no rows.
 	Spans []Span `json:"spans"`
+	// SchemaID is the registry id of the value schema the batch's rows were
+	// written with (format 2); 0 when unknown: no registry (single-object
+	// framing names the schema in each record), a checkpoint written before
+	// the field, or a batch rebuilt from a control event that carries no
+	// checkpoint copy. A retraction reads the id from each record's header
+	// either way; the stream loads these schemas at start so a retraction
+	// across a schema change needs no registry lookup mid-transaction.
+	SchemaID int `json:"schema_id,omitempty"`
 }
 
 // Checkpoint is the durable state of one stream (design.md §5 step 4),
@@ -101,6 +119,16 @@ type Checkpoint struct {
 	TopicIDs map[string]string `json:"topic_ids,omitempty"`
 }
 
+// formatOf is the format Marshal writes cp in: the oldest that holds it.
+func formatOf(cp Checkpoint) int {
+	for _, b := range cp.Batches {
+		if b.SchemaID != 0 {
+			return FormatVersion
+		}
+	}
+	return formatV1
+}
+
 // Cursor returns the resume cursor: the ranges of the newest retained
 // watermark, nil when there is none.
 func (c Checkpoint) Cursor() reorg.Cursor { return c.Snapshot.Cursor() }
@@ -111,8 +139,9 @@ type encoded struct {
 	Checkpoint
 }
 
-// Marshal validates cp and encodes it in FormatVersion: compact JSON with a
-// "format" field first. The encoding is deterministic (CommittedAt is
+// Marshal validates cp and encodes it in the oldest format that holds it
+// (formatOf; FormatVersion when a batch has a schema id): compact JSON with
+// a "format" field first. The encoding is deterministic (CommittedAt is
 // written in UTC) so it can be compared byte for byte.
 func Marshal(cp Checkpoint) ([]byte, error) {
 	if err := cp.Validate(); err != nil {
@@ -137,9 +166,9 @@ func Unmarshal(b []byte) (Checkpoint, error) {
 	switch {
 	case probe.Format == nil:
 		return Checkpoint{}, fmt.Errorf("offsets: decoding checkpoint: no \"format\" field; these bytes were not written by offsets.Marshal")
-	case *probe.Format != FormatVersion:
-		return Checkpoint{}, fmt.Errorf("%w: format %d, this build reads format %d; a newer bridge wrote it: upgrade this bridge",
-			ErrUnsupportedFormat, *probe.Format, FormatVersion)
+	case *probe.Format < formatV1 || *probe.Format > FormatVersion:
+		return Checkpoint{}, fmt.Errorf("%w: format %d, this build reads formats %d to %d; a newer bridge wrote it: upgrade this bridge",
+			ErrUnsupportedFormat, *probe.Format, formatV1, FormatVersion)
 	}
 	var e encoded
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -149,6 +178,10 @@ func Unmarshal(b []byte) (Checkpoint, error) {
 	}
 	if err := e.Validate(); err != nil {
 		return Checkpoint{}, err
+	}
+	if e.Format != formatOf(e.Checkpoint) {
+		return Checkpoint{}, fmt.Errorf("offsets: decoding checkpoint of stream %q: format %d, but its content is format %d's (schema ids in batches are format 2's): %w",
+			e.Stream, e.Format, formatOf(e.Checkpoint), ErrInvalid)
 	}
 	return e.Checkpoint, nil
 }
@@ -228,6 +261,9 @@ func (c Checkpoint) Validate() error {
 		}
 		if msg := checkRanges(b.Ranges); msg != "" {
 			add("%s %s", name(), msg)
+		}
+		if b.SchemaID < 0 {
+			add("%s has schema id %d; want a registry id (positive) or 0 for none", name(), b.SchemaID)
 		}
 		for j, s := range b.Spans {
 			switch {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,7 +112,9 @@ func TestUnmarshalErrors(t *testing.T) {
 	}{
 		{name: "not json", in: "{", errContains: "decoding checkpoint"},
 		{name: "no format", in: `{"stream":"s"}`, errContains: `no "format" field`},
-		{name: "newer format", in: `{"format":2}`, is: ErrUnsupportedFormat, errContains: "upgrade this bridge"},
+		{name: "newer format", in: `{"format":3}`, is: ErrUnsupportedFormat, errContains: "upgrade this bridge"},
+		{name: "schema id in format 1", in: strings.Replace(string(good), `"spans":[]}`, `"spans":[],"schema_id":3}`, 1),
+			is: ErrInvalid, errContains: "format 1, but its content is format 2's"},
 		{name: "unknown field", in: string(good[:len(good)-1]) + `,"extra":1}`, errContains: `unknown field "extra"`},
 		{name: "trailing data", in: string(good) + `{}`, errContains: "after top-level value"},
 		{name: "inconsistent", in: `{"format":1,"stream":"s","version":0,"fingerprint":"f","committed_at":"2026-01-01T00:00:00Z","control_offset":-1,"snapshot":{"next":0,"watermarks":[]},"batches":[]}`,
@@ -247,12 +250,12 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 	for name, cp := range map[string]Checkpoint{"golden": goldenCheckpoint(), "escapes": odd, "nil slices": nilSlices,
 		"nil spans": nilSpans, "128 batches": testCheckpoint("big", 9, 128), "hand-over": handover,
 		"start":     start,
-		"topic ids": topicIDs, "nil slices, topic ids": nilSlicesIDs} {
+		"topic ids": topicIDs, "nil slices, topic ids": nilSlicesIDs, "schema ids": goldenCheckpointV2()} {
 		t.Run(name, func(t *testing.T) {
 			got, err := Marshal(cp)
 			require.NoError(t, err)
 			cp.CommittedAt = cp.CommittedAt.UTC()
-			want, err := json.Marshal(encoded{Format: FormatVersion, Checkpoint: cp})
+			want, err := json.Marshal(encoded{Format: formatOf(cp), Checkpoint: cp})
 			require.NoError(t, err)
 			assert.Equal(t, string(want), string(got))
 			back, err := Unmarshal(got)
@@ -297,7 +300,7 @@ func TestEncodedTypesUnchanged(t *testing.T) {
 		return out
 	}
 	assert.Equal(t, []string{"Stream", "Version", "Fingerprint", "CommittedAt", "ControlOffset", "Snapshot", "Batches", "TopicIDs"}, fields(Checkpoint{}))
-	assert.Equal(t, []string{"Seq", "ID", "Ranges", "Spans"}, fields(Batch{}))
+	assert.Equal(t, []string{"Seq", "ID", "Ranges", "Spans", "SchemaID"}, fields(Batch{}))
 	assert.Equal(t, []string{"Topic", "Partition", "First", "Last"}, fields(Span{}))
 	assert.Equal(t, []string{"Next", "Watermarks", "Incomplete", "Handover", "Start"}, fields(reorg.Snapshot{}), "reorg.Snapshot changed: update appendCheckpoint")
 	assert.Equal(t, []string{"Seq", "Ranges"}, fields(reorg.Watermark{}), "reorg.Watermark changed: update appendCheckpoint")

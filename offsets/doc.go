@@ -11,13 +11,15 @@
 // state machine's [reorg.Snapshot] (next sequence, retained watermarks; the
 // newest watermark is the resume cursor); the retained batch log, each batch
 // with its sequence, batch id, ranges and the data-topic offset spans of its
-// records (where retractions read the original rows back from); the
-// control-topic offset of the stream's last control event; and the commit
-// time. [Marshal] writes it as compact JSON with a "format" field
-// (FormatVersion 1); the form is deterministic and tested byte for byte
-// against testdata/checkpoint_v1.golden.json. [Unmarshal] is strict (unknown
-// fields and other formats are errors) and runs [Checkpoint.Validate], which
-// names every inconsistency it finds.
+// records (where retractions read the original rows back from) and the
+// registry id of the schema they were written with; the control-topic offset
+// of the stream's last control event; and the commit time. [Marshal] writes
+// it as compact JSON with a "format" field (the oldest format that holds it:
+// 1, or 2 once a batch records a schema id); the form is deterministic and
+// tested byte for byte against testdata/checkpoint_v1.golden.json and
+// checkpoint_v2.golden.json. [Unmarshal] reads formats 1 and 2, is strict
+// (unknown fields and other formats are errors) and runs
+// [Checkpoint.Validate], which names every inconsistency it finds.
 //
 // # Guarantees
 //
@@ -93,7 +95,9 @@
 //   - Two deployments must not use the same stream id against one store: the
 //     second is fenced, by design.
 //   - Changing the SQL or its Arrow schema under the same stream id is refused
-//     ([ErrFingerprintChanged]); restore the SQL or use a new stream id.
+//     by Recover ([ErrFingerprintChanged]); restore the SQL or use a new
+//     stream id. [RecoverEvolving] lets the change through, named in
+//     Decision.Changed, for a caller that checks it (schema evolution).
 //   - The file store needs a local file system with flock (not NFS) and a
 //     unix system; use Redis elsewhere.
 //   - The embedded form includes reorg's JSON of snapshots and block ranges:

@@ -10,13 +10,13 @@ import (
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 )
 
-// appendCheckpoint appends the FormatVersion encoding of cp: byte for byte
-// what encoding/json writes for encoded{FormatVersion, cp} (a test holds it
+// appendCheckpoint appends the encoding of cp in formatOf(cp): byte for
+// byte what encoding/json writes for encoded{formatOf(cp), cp} (a test holds it
 // to that), without reflection, because a checkpoint with a long batch log is
 // encoded on every commit.
 func appendCheckpoint(b []byte, cp Checkpoint) []byte {
 	b = append(b, `{"format":`...)
-	b = strconv.AppendInt(b, FormatVersion, 10)
+	b = strconv.AppendInt(b, int64(formatOf(cp)), 10)
 	b = append(b, `,"stream":`...)
 	b = appendString(b, cp.Stream)
 	b = append(b, `,"version":`...)
@@ -97,6 +97,10 @@ func appendCheckpoint(b []byte, cp Checkpoint) []byte {
 				b = append(b, '}')
 			}
 			b = append(b, ']')
+		}
+		if bt.SchemaID != 0 {
+			b = append(b, `,"schema_id":`...)
+			b = strconv.AppendInt(b, int64(bt.SchemaID), 10)
 		}
 		b = append(b, '}')
 	}

@@ -135,7 +135,9 @@ func (e *FingerprintError) Error() string {
 	return fmt.Sprintf("offsets: stream %q was published with SQL/schema fingerprint %q (recorded in the %s) but is now configured with %q: "+
 		"the query or its Arrow schema changed under the same stream id, and continuing would mix two different result sets in one topic. "+
 		"Either restore the previous SQL (or the Amp dataset version it reads), or give the changed query a new stream id "+
-		"and its own topic (streams[].id, streams[].topic): the old stream's topic keeps what it published", e.Stream, e.Recorded, e.Where, e.Current)
+		"and its own topic (streams[].id, streams[].topic): the old stream's topic keeps what it published; or, to evolve the schema "+
+		"under the stream id, set streams[].schema_evolution to backward or full (a change the value subject's registered versions "+
+		"accept then goes on, on the same topic, from the checkpoint)", e.Stream, e.Recorded, e.Where, e.Current)
 }
 
 // Is reports whether target is ErrFingerprintChanged.

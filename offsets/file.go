@@ -233,7 +233,7 @@ func (s *FileStore) SavePartition(ctx context.Context, p Partition) error {
 		ps = append(ps, p)
 	}
 	sortPartitions(ps)
-	b, err := json.Marshal(partitionsFile{Format: FormatVersion, Partitions: ps})
+	b, err := json.Marshal(partitionsFile{Format: formatV1, Partitions: ps})
 	if err != nil {
 		return fmt.Errorf("offsets: encoding backfill partitions: %w", err)
 	}
@@ -272,8 +272,8 @@ func (s *FileStore) readPartitions(stream string) ([]Partition, error) {
 	if err := dec.Decode(&pf); err != nil {
 		return nil, fmt.Errorf("offsets: decoding backfill partitions in %s: %w", path, err)
 	}
-	if pf.Format != FormatVersion {
-		return nil, fmt.Errorf("%w: %s has format %d, this build reads %d", ErrUnsupportedFormat, path, pf.Format, FormatVersion)
+	if pf.Format != formatV1 {
+		return nil, fmt.Errorf("%w: %s has format %d, this build reads %d", ErrUnsupportedFormat, path, pf.Format, formatV1)
 	}
 	for _, p := range pf.Partitions {
 		if err := p.Validate(); err != nil {

@@ -110,6 +110,12 @@ type Decision struct {
 	// Commit is true when Checkpoint must be committed to the store before
 	// the stream resumes (OutcomeRepaired, OutcomeRebuilt).
 	Commit bool
+	// Changed is the recorded fingerprint when it differs from the
+	// configured one and ReconcileInput.AcceptChange let it through: the
+	// stream's SQL or schema changed under its id, and the caller must
+	// decide whether the change is one it accepts (schema evolution)
+	// before it publishes. Empty when unchanged.
+	Changed string
 }
 
 // ReconcileInput is the input of Reconcile.
@@ -118,6 +124,11 @@ type ReconcileInput struct {
 	Stream string
 	// Fingerprint is the fingerprint of the configured SQL and schema.
 	Fingerprint string
+	// AcceptChange lets a recorded fingerprint other than Fingerprint
+	// through (Decision.Changed names it) instead of refusing it with a
+	// *FingerprintError: the stream evolves its schema, and the caller
+	// checks the change.
+	AcceptChange bool
 	// Stored is the store's checkpoint, nil when the store has none.
 	Stored *Checkpoint
 	// Kafka is the newest committed control event read from the control
@@ -138,19 +149,34 @@ type ReconcileInput struct {
 //	cp        older event / lower next seq  refused: store ahead
 //	cp        any other disagreement        refused: diverged
 //	any fingerprint != configured           refused: fingerprint changed
+//	                                        (unless AcceptChange: Decision.Changed)
 func Reconcile(in ReconcileInput) (Decision, error) {
+	d, err := reconcile(in)
+	if err != nil || !in.AcceptChange {
+		return d, err
+	}
+	switch {
+	case in.Stored != nil && in.Stored.Fingerprint != in.Fingerprint:
+		d.Changed = in.Stored.Fingerprint
+	case in.Kafka != nil && in.Kafka.Fingerprint != in.Fingerprint:
+		d.Changed = in.Kafka.Fingerprint
+	}
+	return d, nil
+}
+
+func reconcile(in ReconcileInput) (Decision, error) {
 	s, k := in.Stored, in.Kafka
 	if s != nil {
 		if s.Stream != in.Stream {
 			return Decision{Outcome: OutcomeRefusedDiverged}, &ReconcileError{Kind: ErrDiverged, Stream: in.Stream,
 				Message: fmt.Sprintf("the store returned the checkpoint of stream %q when asked for stream %q", s.Stream, in.Stream)}
 		}
-		if s.Fingerprint != in.Fingerprint {
+		if s.Fingerprint != in.Fingerprint && !in.AcceptChange {
 			return Decision{Outcome: OutcomeRefusedFingerprint},
 				&FingerprintError{Stream: in.Stream, Recorded: s.Fingerprint, Current: in.Fingerprint, Where: "checkpoint store"}
 		}
 	}
-	if k != nil && k.Fingerprint != in.Fingerprint {
+	if k != nil && k.Fingerprint != in.Fingerprint && !in.AcceptChange {
 		return Decision{Outcome: OutcomeRefusedFingerprint},
 			&FingerprintError{Stream: in.Stream, Recorded: k.Fingerprint, Current: in.Fingerprint, Where: "control topic"}
 	}
@@ -269,9 +295,21 @@ func sameState(s *Checkpoint, k *ControlState) bool {
 // Recover loads the stream's checkpoint, reads the control topic from its
 // recorded offset, reconciles the two and commits a repaired or rebuilt
 // checkpoint, returning the decision to resume from. A refusal is returned
-// as an error together with the decision (for its Outcome).
+// as an error together with the decision (for its Outcome). A fingerprint
+// other than the recorded one is refused (RecoverEvolving accepts it).
 func Recover(ctx context.Context, store Store, reader ControlReader, stream, fingerprint string, now time.Time) (Decision, error) {
-	in := ReconcileInput{Stream: stream, Fingerprint: fingerprint, Now: now}
+	return recoverWith(ctx, store, reader, ReconcileInput{Stream: stream, Fingerprint: fingerprint, Now: now})
+}
+
+// RecoverEvolving is Recover for a stream that evolves its schema: a
+// recorded fingerprint other than fingerprint is let through and named in
+// Decision.Changed, for the caller to check the change before it publishes.
+func RecoverEvolving(ctx context.Context, store Store, reader ControlReader, stream, fingerprint string, now time.Time) (Decision, error) {
+	return recoverWith(ctx, store, reader, ReconcileInput{Stream: stream, Fingerprint: fingerprint, Now: now, AcceptChange: true})
+}
+
+func recoverWith(ctx context.Context, store Store, reader ControlReader, in ReconcileInput) (Decision, error) {
+	stream := in.Stream
 	from := NoOffset
 	cp, err := store.Load(ctx, stream)
 	switch {

@@ -134,8 +134,8 @@ streams:
 // labels (verify, which reads the file as it is now, shows them as
 // differences), later rows carry the new ones, and a reorg's retractions of
 // rows published before the change carry the old labels, as published; a
-// file whose columns change is a schema change, refused at start like a
-// changed SQL.
+// file whose columns change is a schema change, decided at start like a
+// changed SQL (schema_evolution).
 func TestRunLabelFileChanges(t *testing.T) {
 	svc := fakeServices(t)
 	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 10, LogsPerTx: 2}, MaxMicrobatchBlocks: 1}, 128)
@@ -182,11 +182,19 @@ func TestRunLabelFileChanges(t *testing.T) {
 	assert.Positive(t, oldRetracted, "retractions of rows published before the change carry the old labels")
 	assert.Positive(t, newRetracted, "retractions of rows published after it carry the new ones")
 
-	// Another column: a schema change, refused at start.
+	// Another column: a schema change, refused at start under
+	// schema_evolution none; under backward (the default) a left join's
+	// column, nullable, is a compatible change and the stream goes on.
 	s.Labels[0].Columns = []string{"symbol", "decimals"}
+	s.SchemaEvolution = config.EvolutionNone
 	err = h.runOnce(t)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "fingerprint")
+	s.SchemaEvolution = config.EvolutionBackward
+	stop = h.run()
+	h.sim.Mine(1)
+	h.waitHead()
+	require.NoError(t, stop())
 }
 
 // readTopic reads every committed record of topic.

@@ -358,6 +358,8 @@ func TestIntegrationRunScenarios(t *testing.T) {
 	t.Run("reorg-while-down", func(t *testing.T) { scenarioReorgWhileDown(t, realServices(t)) })
 	t.Run("partial-reorg", func(t *testing.T) { scenarioPartialReorg(t, realServices(t)) })
 	t.Run("lost-checkpoint", func(t *testing.T) { scenarioLostCheckpoint(t, realServices(t)) })
+	t.Run("schema-evolution", func(t *testing.T) { scenarioSchemaEvolution(t, realServices(t)) })
+	t.Run("schema-evolution-refused", func(t *testing.T) { scenarioSchemaEvolutionRefused(t, realServices(t)) })
 	t.Run("labels", func(t *testing.T) { scenarioLabels(t, realServices(t)) })
 	t.Run("labels-backfill", func(t *testing.T) { scenarioLabelsBackfill(t, realServices(t)) })
 	t.Run("start-latest", func(t *testing.T) { scenarioStartLatest(t, realServices(t)) })

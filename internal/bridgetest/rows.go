@@ -246,3 +246,28 @@ func RequireChangedRowDetected(t testing.TB, want, got []string, column string) 
 	require.Len(t, missing, 2)
 	require.Len(t, extra, 1)
 }
+
+// NullAt returns rows (canonical JSON, as from AmpRows) with column set to
+// null in the rows of the given blocks (by block_num), sorted: what a
+// consumer reading with a schema that has column sees of a topic whose rows
+// of those blocks were written without it (schema evolution: an added
+// column's default in older rows).
+func NullAt(t testing.TB, rows []string, column string, blocks map[uint64]bool) []string {
+	t.Helper()
+	out := make([]string, 0, len(rows))
+	for _, r := range rows {
+		m := decodeRow(t, r)
+		n, ok := m["block_num"].(json.Number)
+		require.True(t, ok, "row without block_num: %s", r)
+		b, err := strconv.ParseUint(n.String(), 10, 64)
+		require.NoError(t, err)
+		if blocks[b] {
+			m[column] = nil
+		}
+		j, err := json.Marshal(m)
+		require.NoError(t, err)
+		out = append(out, string(j))
+	}
+	slices.Sort(out)
+	return out
+}

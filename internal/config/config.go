@@ -319,6 +319,11 @@ type StreamConfig struct {
 	// Mode is live (default) or once: publish [backfill.from,
 	// backfill.to) with the backfill's machinery, then stop.
 	Mode StreamMode `yaml:"mode"`
+
+	// SchemaEvolution is backward (default), none or full: which changes
+	// of the SQL or of the result schema the stream accepts under its id
+	// (evolution.go).
+	SchemaEvolution SchemaEvolution `yaml:"schema_evolution"`
 }
 
 // BackfillConfig publishes a stream's history [From, To) in parallel
@@ -510,6 +515,7 @@ func (c *Config) defaultsStreams() {
 		setDefault(&s.Backfill.Workers, 2)
 		setDefault(&s.Backfill.StepBlocks, 1000)
 		setDefault(&s.Backfill.Column, "_block_num")
+		defaultsEvolution(s)
 		defaultsLabels(s)
 		defaultsStart(s)
 	}
@@ -639,6 +645,9 @@ func (c *Config) Validate() error {
 			}
 		}
 		if err := checkEnum(key+".retraction", s.Retraction, RetractionBoth, RetractionRetract, RetractionTombstone); err != nil {
+			errs = append(errs, err)
+		}
+		if err := validateEvolution(key, s); err != nil {
 			errs = append(errs, err)
 		}
 		if s.Transaction.MaxRows < 1 || s.Transaction.MaxAge <= 0 {

@@ -71,7 +71,8 @@ type Verifier struct {
 type rowState struct {
 	batch string
 	block uint64
-	row   string // canonical JSON of the row
+	row   string   // canonical JSON of the row
+	names []string // the row's fields in its writer schema
 }
 
 // Verify consumes stream sc's data topic read_committed, applies its
@@ -204,7 +205,7 @@ func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyRe
 				rep.Duplicated++
 				rep.addDiff("duplicate: batch %s row %d at %s/%d@%d", ev.batchID, ev.rowIndex, rec.Topic, rec.Partition, rec.Offset)
 			}
-			live[key] = rowState{batch: ev.batchID, block: ev.block, row: ev.row}
+			live[key] = rowState{batch: ev.batchID, block: ev.block, row: ev.row, names: ev.names}
 			if _, ok := batchRanges[ev.batchID]; !ok {
 				rgs, err := rangeHeaders(rec)
 				if err != nil {
@@ -218,6 +219,14 @@ func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyRe
 				rep.Retracted++
 			}
 		}
+	}
+
+	// Rows written with another schema than the current one (schema
+	// evolution) are compared on the columns both have, in the writer's
+	// order, and so are Amp's rows of the blocks they cover (evolve.go).
+	proj, err := newProjector(schemas.Value, live)
+	if err != nil {
+		return rep, err
 	}
 
 	// Amp's answer over the same blocks.
@@ -264,6 +273,9 @@ func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyRe
 			if err == nil && kept {
 				row, err = marshalCanonical(vals)
 			}
+			if err == nil && kept {
+				row, err = proj.expected(e.Batch, i, row)
+			}
 			if err != nil {
 				e.Release()
 				return rep, fmt.Errorf("rendering the expected rows: %w", err)
@@ -279,7 +291,11 @@ func (v *Verifier) Verify(ctx context.Context, sc config.StreamConfig) (VerifyRe
 
 	actual := map[string]int{}
 	for _, s := range live {
-		actual[s.row]++
+		row, err := proj.actual(s)
+		if err != nil {
+			return rep, err
+		}
+		actual[row]++
 	}
 	for row, n := range expected {
 		a := actual[row]
@@ -459,6 +475,7 @@ type decodedEvent struct {
 	rowIndex int64
 	block    uint64
 	row      string
+	names    []string // the row image's fields
 }
 
 // writerSchema is a writer schema a topic's records use: goavro's codec
@@ -546,7 +563,9 @@ func decodeWith(ws *writerSchema, body []byte) (decodedEvent, error) {
 		if b, ok := unionValue(m["_amp_block_num"]).(int64); ok {
 			ev.block = uint64(b)
 		}
-		ev.row, err = ws.schema.renderRow(m, func(name string) bool { return strings.HasPrefix(name, "_amp_") })
+		skip := func(name string) bool { return strings.HasPrefix(name, "_amp_") }
+		ev.names = ws.schema.fieldNames(skip)
+		ev.row, err = ws.schema.renderRow(m, skip)
 		return ev, err
 	}
 	ev.op, _ = m["op"].(string)
@@ -568,6 +587,7 @@ func decodeWith(ws *writerSchema, body []byte) (decodedEvent, error) {
 	if err != nil {
 		return ev, fmt.Errorf("rendering %s: %w", image, err)
 	}
+	ev.names = is.nonNull().fieldNames(nil)
 	ev.row, err = marshalCanonical(row)
 	return ev, err
 }

@@ -269,6 +269,11 @@ type Stream struct {
 	// job's Kafka commit, heldBytes their size.
 	held      []heldBatch
 	heldBytes int
+
+	// changed is the recorded fingerprint when the stream's SQL or schema
+	// changed under its id and schema_evolution let it through
+	// reconciliation (evolve.go); "" when unchanged.
+	changed string
 }
 
 // txnLog is what the open transaction holds beyond its Kafka records (the
@@ -450,8 +455,7 @@ func (r *Stream) connect(ctx context.Context) error {
 	if r.reader, err = sink.NewReader(ctx, r.deps.Kafka, r.sinkDeps()); err != nil {
 		return fmt.Errorf("starting the reader of stream %s: %w", r.cfg.ID, NoAnswer(KafkaService(r.deps.Kafka.Brokers), err))
 	}
-	dec, err := offsets.Recover(ctx, r.deps.Store, r.control(),
-		r.cfg.ID, r.fingerprint, r.deps.Now())
+	dec, err := r.recoverCheckpoint(ctx)
 	r.deps.Metrics.reconciliations.WithLabelValues(r.cfg.ID, dec.Outcome.String()).Inc()
 	if err != nil {
 		// Both the store and the control topic are read: either may be the
@@ -459,7 +463,7 @@ func (r *Stream) connect(ctx context.Context) error {
 		return fmt.Errorf("reconciling the checkpoint of stream %s with Kafka: %w", r.cfg.ID,
 			NoAnswer(StoreService(r.deps.Store)+" or "+KafkaService(r.deps.Kafka.Brokers), err))
 	}
-	r.committed = dec.Checkpoint
+	r.committed, r.changed = dec.Checkpoint, dec.Changed
 	r.lastFull, r.sinceFull = -1, 0
 	r.log.Info("checkpoint reconciled", "outcome", dec.Outcome.String(), "version", r.committed.Version,
 		"cursor", cursorText(r.committed.Cursor()), "retained_batches", len(r.committed.Batches))
@@ -549,10 +553,13 @@ func (r *Stream) setupTopic(ctx context.Context, networks []string) error {
 		return fmt.Errorf("compiling the Avro encoder of stream %s: %w", r.cfg.ID, err)
 	}
 	if r.deps.Registry != nil {
-		if err := r.deps.Registry.Prepare(ctx, topic, enc); err != nil {
-			return fmt.Errorf("registering the schemas of stream %s: %w", r.cfg.ID, err)
+		if err := r.registerSchemas(ctx, topic, enc); err != nil {
+			return err
 		}
 	} else {
+		if err := r.refuseUnregistered(); err != nil {
+			return err
+		}
 		vf, err := encode.SingleObjectFraming(enc.Schemas().Value)
 		if err != nil {
 			return err
@@ -567,6 +574,9 @@ func (r *Stream) setupTopic(ctx context.Context, networks []string) error {
 	}
 	r.retractor = encode.NewRetractor()
 	if err := r.retractor.Add(enc.ValueFraming(), enc.Schemas().Value); err != nil {
+		return err
+	}
+	if err := r.learnSchemas(ctx); err != nil {
 		return err
 	}
 	keyMode := sink.KeyBatch
@@ -917,7 +927,7 @@ func (r *Stream) data(ctx context.Context, ev reorg.Event, env *source.Envelope)
 		return r.hold(ctx, heldBatch{slab: s, out: out, readyAt: now})
 	})
 	if encoding {
-		return fmt.Errorf("stream %s: encoding batch %s: %w", r.cfg.ID, ev.BatchID, err)
+		return r.schemaMoved(ctx, fmt.Errorf("stream %s: encoding batch %s: %w", r.cfg.ID, ev.BatchID, err))
 	}
 	if err != nil {
 		return err
@@ -1074,23 +1084,29 @@ func (r *Stream) retract(ctx context.Context, b offsets.Batch) (int, error) {
 			}
 			n++
 			if retract {
+				// In the schema the row was written with (its own id),
+				// on the topic it was written to (a stream moved to a
+				// new topic keeps retracting its old rows in the old one).
+				if err := r.knowSchema(ctx, rec.Value); err != nil {
+					return n, fmt.Errorf("stream %s: loading the schema of %s/%d@%d to retract it: %w", r.cfg.ID, rec.Topic, rec.Partition, rec.Offset, err)
+				}
 				v, err := r.retractor.Retract(nil, rec.Value, now, "reorg")
 				if err != nil {
 					return n, fmt.Errorf("stream %s: building the retraction of %s/%d@%d: %w", r.cfg.ID, rec.Topic, rec.Partition, rec.Offset, err)
 				}
-				if err := r.prod.Produce(ctx, sink.Record{Topic: r.topic, Key: rec.Key, Value: v, Headers: headers, Op: "d"}); err != nil {
+				if err := r.prod.Produce(ctx, sink.Record{Topic: rec.Topic, Key: rec.Key, Value: v, Headers: headers, Op: "d"}); err != nil {
 					return n, r.txnError("producing retractions", err)
 				}
 			}
 			if tombstone && r.cfg.Key == config.KeyRow {
-				if err := r.prod.Produce(ctx, sink.Record{Topic: r.topic, Key: rec.Key, Headers: headers, Op: "tombstone"}); err != nil {
+				if err := r.prod.Produce(ctx, sink.Record{Topic: rec.Topic, Key: rec.Key, Headers: headers, Op: "tombstone"}); err != nil {
 					return n, r.txnError("producing tombstones", err)
 				}
 			}
 		}
 	}
 	if tombstone && r.cfg.Key != config.KeyRow && n > 0 {
-		if err := r.prod.Produce(ctx, sink.Record{Topic: r.topic, Key: []byte(b.ID), Headers: headers, Op: "tombstone"}); err != nil {
+		if err := r.prod.Produce(ctx, sink.Record{Topic: b.Spans[0].Topic, Key: []byte(b.ID), Headers: headers, Op: "tombstone"}); err != nil {
 			return n, r.txnError("producing a tombstone", err)
 		}
 	}
@@ -1370,7 +1386,8 @@ func (r *Stream) nextBatchLog(snap reorg.Snapshot, pending []pendingBatch, flush
 	}
 	for _, p := range pending {
 		if keep[p.wm.Seq] {
-			out = append(out, offsets.Batch{Seq: p.wm.Seq, ID: p.wm.BatchID, Ranges: p.wm.Ranges, Spans: groupSpans(flushed, p.wm.BatchID)})
+			out = append(out, offsets.Batch{Seq: p.wm.Seq, ID: p.wm.BatchID, Ranges: p.wm.Ranges, Spans: groupSpans(flushed, p.wm.BatchID),
+				SchemaID: r.valueSchemaID()})
 		}
 	}
 	return out

@@ -168,6 +168,13 @@ type Config struct {
 	// query on them reports ranges [] and a streaming query ends at once
 	// with the empty stream (scenarios A3, A17).
 	UnsyncedTables []string
+	// HiddenColumns lists columns ("table.column" of the primary network's
+	// dataset, or "dataset.table.column") left out of their table, as in an
+	// older version of the dataset: SELECT * does not return them and a
+	// query naming them fails. Server.SetHiddenColumns changes them while
+	// the server runs, so a query's schema changes across reconnects and
+	// bridge restarts (schema evolution tests).
+	HiddenColumns []string
 	// DictionaryStrings makes Utf8 output columns (transactions.value)
 	// Dictionary<Int32, Utf8>, so clients can be tested on dictionary
 	// batches.

@@ -63,6 +63,12 @@
 // eth_rpc.blocks, "edgeandnode/eth_rpc".transactions. An unqualified table
 // name is rejected, as Amp does.
 //
+// A table's schema can change while the server runs, as a new dataset
+// version that adds columns does: [Config.HiddenColumns] leaves columns out
+// of their table and [Server.SetHiddenColumns] shows or hides them for the
+// queries planned from then on (a reconnect, a restarted client), SELECT *
+// included (schema evolution tests).
+//
 // # SQL subset
 //
 // SELECT * or a list of columns (optionally table-qualified, quoted with

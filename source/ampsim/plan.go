@@ -153,7 +153,9 @@ func (s *Server) resolveTable(ref *tableRef) (*branch, error) {
 		}
 	}
 	for i := range t.schema.NumFields() {
-		b.cols = append(b.cols, i)
+		if !s.isHidden(chain.cfg.Dataset, t.name, t.schema.Field(i).Name) {
+			b.cols = append(b.cols, i)
+		}
 	}
 	return b, nil
 }
@@ -165,7 +167,11 @@ func (s *Server) resolveSelect(sel *selectStmt) (*relation, error) {
 		if err != nil {
 			return nil, err
 		}
-		in = &relation{fields: b.table.schema.Fields(), branches: []*branch{b},
+		fields := make([]arrow.Field, len(b.cols))
+		for i, c := range b.cols {
+			fields[i] = b.table.schema.Field(c)
+		}
+		in = &relation{fields: fields, branches: []*branch{b},
 			qualifiers: []string{sel.from.table.table, sel.from.table.dataset + "." + sel.from.table.table}}
 	} else {
 		r, err := s.resolveQuery(sel.from.sub)

@@ -79,6 +79,10 @@ type Server struct {
 	started  bool
 	closed   bool
 
+	// hidden are the hidden columns (columns.go), by hiddenKey.
+	hiddenMu sync.RWMutex
+	hidden   map[string]bool
+
 	lis       net.Listener
 	grpc      *grpc.Server
 	stop      chan struct{}
@@ -94,6 +98,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: c, conns: map[net.Conn]struct{}{}, stop: make(chan struct{})}
+	if s.hidden, err = c.parseHidden(c.HiddenColumns); err != nil {
+		return nil, err
+	}
 	sy := newSynth()
 	s.chains = append(s.chains, newChain(c.NetworkConfig, sy))
 	for _, n := range c.ExtraNetworks {
