@@ -165,8 +165,15 @@ func (r *Registry) remember(key string, id int, schema string) {
 // mode, its key schema as <topic>-key) and switches enc to the Confluent
 // wire format with the ids. On error enc is left unchanged.
 func (r *Registry) Prepare(ctx context.Context, topic string, enc *Encoder) error {
+	return r.prepare(ctx, topic, enc, r.Register)
+}
+
+// prepare registers enc's value schema with registerValue and its key
+// schema (row-key mode) with Register, then switches enc to the Confluent
+// wire format with the ids; on error enc is left unchanged.
+func (r *Registry) prepare(ctx context.Context, topic string, enc *Encoder, registerValue func(context.Context, string, string) (int, error)) error {
 	s := enc.Schemas()
-	vid, err := r.Register(ctx, ValueSubject(topic), s.Value)
+	vid, err := registerValue(ctx, ValueSubject(topic), s.Value)
 	if err != nil {
 		return fmt.Errorf("preparing topic %q: %w", topic, err)
 	}
@@ -263,19 +270,7 @@ func (r *Registry) Evolve(ctx context.Context, subject, schema string, rule Rule
 // under its id: the value schema is registered with Evolve under rule (the
 // key schema, in row-key mode, with Register).
 func (r *Registry) PrepareRule(ctx context.Context, topic string, enc *Encoder, rule Rule) error {
-	s := enc.Schemas()
-	vid, err := r.Evolve(ctx, ValueSubject(topic), s.Value, rule)
-	if err != nil {
-		return fmt.Errorf("preparing topic %q: %w", topic, err)
-	}
-	var kf Framing
-	if s.Key != "" {
-		kid, err := r.Register(ctx, KeySubject(topic), s.Key)
-		if err != nil {
-			return fmt.Errorf("preparing topic %q: %w", topic, err)
-		}
-		kf = ConfluentFraming(kid)
-	}
-	enc.SetFraming(ConfluentFraming(vid), kf)
-	return nil
+	return r.prepare(ctx, topic, enc, func(ctx context.Context, subject, schema string) (int, error) {
+		return r.Evolve(ctx, subject, schema, rule)
+	})
 }

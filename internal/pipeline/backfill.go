@@ -207,6 +207,15 @@ func (r *Stream) probeSynced(ctx context.Context, col string) (reorg.BlockRange,
 	if err != nil {
 		return reorg.BlockRange{}, fmt.Errorf("config streams (%s).sql: %w: %w", r.cfg.ID, err, config.ErrInvalid)
 	}
+	return r.syncedRange(ctx, sql, "backfill",
+		"a backfill partitions one network's blocks, so backfill each network's query as its own stream")
+}
+
+// syncedRange runs sql, a batch query that returns no rows, and returns the
+// network and synced range its completion carries (amp-protocol.md §2.6);
+// a query over several networks is a configuration error of
+// streams[].key, which one network's blocks need, for the reason given.
+func (r *Stream) syncedRange(ctx context.Context, sql, key, why string) (reorg.BlockRange, error) {
 	ranges, _, err := r.runQuery(ctx, sql, func(arrow.RecordBatch) error { return nil })
 	if err != nil {
 		return reorg.BlockRange{}, fmt.Errorf("stream %s: asking Amp how far the query's tables are synced: %w", r.cfg.ID, err)
@@ -221,8 +230,8 @@ func (r *Stream) probeSynced(ctx context.Context, col string) (reorg.BlockRange,
 		for i, rg := range ranges {
 			nets[i] = rg.Network
 		}
-		return reorg.BlockRange{}, fmt.Errorf("config streams (%s).backfill: the query spans networks %v; a backfill partitions "+
-			"one network's blocks, so backfill each network's query as its own stream: %w", r.cfg.ID, nets, config.ErrInvalid)
+		return reorg.BlockRange{}, fmt.Errorf("config streams (%s).%s: the query spans networks %v; %s: %w",
+			r.cfg.ID, key, nets, why, config.ErrInvalid)
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/apache/arrow-go/v18/arrow"
-
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
@@ -81,23 +79,8 @@ func (r *Stream) probeStart(ctx context.Context) (reorg.BlockRange, error) {
 	if err != nil {
 		return reorg.BlockRange{}, fmt.Errorf("config streams (%s).sql: %w: %w", r.cfg.ID, err, config.ErrInvalid)
 	}
-	ranges, _, err := r.runQuery(ctx, "SELECT * FROM (\n"+body+"\n) AS amp_start LIMIT 0", func(arrow.RecordBatch) error { return nil })
-	if err != nil {
-		return reorg.BlockRange{}, fmt.Errorf("stream %s: asking Amp how far the query's tables are synced: %w", r.cfg.ID, err)
-	}
-	switch len(ranges) {
-	case 0:
-		return reorg.BlockRange{}, fmt.Errorf("stream %s: Amp has no synced data for the query's tables yet; waiting for Amp to sync", r.cfg.ID)
-	case 1:
-		return ranges[0], nil
-	default:
-		nets := make([]string, len(ranges))
-		for i, rg := range ranges {
-			nets[i] = rg.Network
-		}
-		return reorg.BlockRange{}, fmt.Errorf("config streams (%s).start: the query spans networks %v; a start block is one "+
-			"network's, so run each network's query as its own stream: %w", r.cfg.ID, nets, config.ErrInvalid)
-	}
+	return r.syncedRange(ctx, "SELECT * FROM (\n"+body+"\n) AS amp_start LIMIT 0", "start",
+		"a start block is one network's, so run each network's query as its own stream")
 }
 
 // commitSeed commits snap, a checkpoint without batches (a backfill's
