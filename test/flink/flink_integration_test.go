@@ -46,7 +46,7 @@ var fixedAsBytesError = regexp.MustCompile(`AvroTypeException: Found [A-Za-z0-9_
 // flagEvolution runs the schema-evolution subtest: one more Flink job, about
 // a minute on a loaded machine, beyond make test's budget; the Kafka Streams
 // test reads a topic across the same change in make test.
-var flagEvolution = flag.Bool("flink.evolution", false, "also read a topic across a schema change (one more Flink job, about a minute)")
+var flagEvolution = flag.Bool("flink.evolution", true, "also read a topic across a schema change (one more Flink job, about a minute; make test's integration pass runs it beside test/e2e, the longest package)")
 
 // TestMain removes the bridge binary the tests built.
 func TestMain(m *testing.M) { bridgetest.Main(m) }
@@ -129,7 +129,7 @@ func TestIntegrationFlinkChangelog(t *testing.T) {
 	// Amp with gas_price null in the rows published before the change.
 	t.Run("schema-evolution", func(t *testing.T) {
 		if !*flagEvolution {
-			t.Skip("one more Flink job: run with -flink.evolution (go test -run IntegrationFlink -flink.evolution ./test/flink/)")
+			t.Skip("one more Flink job: skipped with -flink.evolution=false")
 		}
 		s3, upTo, old := bridgetest.PublishAcrossSchemaChange(ctx, t, c, c.Name+"-evolve", "transactions.gas_price")
 		r := runFlink(ctx, t, b.Dir, ddl, s3)
