@@ -25,6 +25,8 @@ type TopicKind string
 const (
 	TopicData    TopicKind = "data"
 	TopicControl TopicKind = "control"
+	// TopicCoordination is a cluster's coordination topic (group.go).
+	TopicCoordination TopicKind = "coordination"
 )
 
 // KeyMode is how data records are keyed.

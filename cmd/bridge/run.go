@@ -265,6 +265,9 @@ func (b *bridge) deps(id string) pipeline.Deps {
 // amp_bridge_stream_up), unless exit_on_stream_failure is set; run returns
 // once every stream has stopped, with the streams' errors.
 func (b *bridge) run(ctx context.Context) error {
+	if b.cfg.Cluster.Enabled {
+		return b.runCluster(ctx)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {

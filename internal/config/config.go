@@ -49,6 +49,9 @@ type Config struct {
 	// stream stops on a permanent error. Default false: the other streams go
 	// on, and the process exits once every stream has stopped.
 	ExitOnStreamFailure bool `yaml:"exit_on_stream_failure"`
+	// Cluster makes the process a member of a cluster of bridges that
+	// share the streams (cluster.go).
+	Cluster ClusterConfig `yaml:"cluster"`
 }
 
 // AmpConfig configures the Arrow Flight connection to Amp: every field of
@@ -324,6 +327,10 @@ type StreamConfig struct {
 	// of the SQL or of the result schema the stream accepts under its id
 	// (evolution.go).
 	SchemaEvolution SchemaEvolution `yaml:"schema_evolution"`
+	// Weight is the stream's share of a cluster member's load (cluster
+	// mode spreads streams by weight; a backfill multiplies it by
+	// cluster.backfill_weight). Default 1.
+	Weight int `yaml:"weight"`
 }
 
 // BackfillConfig publishes a stream's history [From, To) in parallel
@@ -496,11 +503,14 @@ func (c *Config) defaultsTop() {
 	setDefault(&c.HTTP.ProbeInterval, 2*time.Second)
 	setDefault(&c.Log.Level, LogInfo)
 	setDefault(&c.Log.Format, LogText)
+	c.defaultsCluster()
 }
 
 func (c *Config) defaultsStreams() {
+	c.defaultsClusterGroup()
 	for i := range c.Streams {
 		s := &c.Streams[i]
+		setDefault(&s.Weight, 1)
 		setDefault(&s.Topic, defaultTopic)
 		setDefault(&s.Partitions, 1)
 		setDefault(&s.Key, KeyBatch)
@@ -579,6 +589,7 @@ func (c *Config) Validate() error {
 			bad(d.key, "%s: want a positive duration such as 10s", d.v)
 		}
 	}
+	c.validateCluster(bad)
 	if c.StartupTimeout < 0 {
 		bad("startup_timeout", "%s: want 0 (wait for ever) or a positive duration", c.StartupTimeout)
 	}

@@ -57,6 +57,11 @@ const (
 	// ended. It counts as ready and up: the process may go on running
 	// other streams, and nothing is wrong.
 	StateDone State = "done"
+	// StateStandby: in cluster mode, another member owns the stream. It
+	// counts as ready on /readyz (a member that owns nothing is a healthy
+	// standby) and as neither up nor ready in amp_bridge_stream_up and
+	// amp_bridge_stream_ready, which are 1 on the member that runs it.
+	StateStandby State = "standby"
 )
 
 // Config bounds the checks.
@@ -172,15 +177,15 @@ func (s *Stream) set(st State, reason string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	x := t.streams[s.id]
-	if x.state == StateFailed && st != StateStopped {
-		return // failed is final until the process restarts
+	if x.state == StateFailed && st != StateStopped && st != StateStandby && st != StateStarting {
+		return // failed is final until the process restarts, or another cluster member takes the stream over
 	}
 	if x.state != st || x.reason != reason {
 		x.since = t.now()
 	}
 	x.state, x.reason = st, reason
 	up := 1.0
-	if st == StateFailed || st == StateStopped {
+	if st == StateFailed || st == StateStopped || st == StateStandby {
 		up = 0
 	}
 	t.up.WithLabelValues(s.id).Set(up)
@@ -207,6 +212,14 @@ func (s *Stream) Stopped() { s.set(StateStopped, "") }
 // Done reports that a one-shot load ended after publishing its blocks;
 // detail says which.
 func (s *Stream) Done(detail string) { s.set(StateDone, detail) }
+
+// Standby reports, in cluster mode, that another member owns the stream;
+// reason names the group.
+func (s *Stream) Standby(reason string) { s.set(StateStandby, reason) }
+
+// Starting reports, in cluster mode, that this member took the stream and
+// is connecting: it is not ready until it publishes.
+func (s *Stream) Starting(reason string) { s.set(StateStarting, reason) }
 
 // Track records a blocking call to a service (what names it: "kafka:
 // committing") until done is called.
@@ -299,8 +312,8 @@ func (t *Tracker) Report() Report {
 				sr.Wedged, rep.Live = true, false
 			}
 		}
-		sr.Ready = x.state == StateReady && !stuck && len(failing) == 0 || x.state == StateDone
-		if sr.Ready && x.state != StateDone {
+		sr.Ready = x.state == StateReady && !stuck && len(failing) == 0 || x.state == StateDone || x.state == StateStandby
+		if sr.Ready && x.state != StateDone && x.state != StateStandby {
 			sr.Reason = ""
 		} else if x.state == StateReady && sr.Reason == "" {
 			switch {

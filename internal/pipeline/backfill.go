@@ -58,6 +58,10 @@ type backfillPlan struct {
 	done    []source.BlockSpan // merged, sorted: blocks already published
 }
 
+// Backfilling reports whether the stream is running its backfill now (a
+// cluster member weighs it more then). Safe for concurrent use.
+func (r *Stream) Backfilling() bool { return r.backfilling.Load() }
+
 // isFresh reports whether a checkpoint is that of a stream that has
 // published nothing live and has no hand-over yet.
 func isFresh(cp offsets.Checkpoint) bool {
@@ -67,6 +71,8 @@ func isFresh(cp offsets.Checkpoint) bool {
 // backfill runs the stream's backfill to the end and commits the hand-over
 // checkpoint into r.committed.
 func (r *Stream) backfill(ctx context.Context) error {
+	r.backfilling.Store(true)
+	defer r.backfilling.Store(false)
 	plan, err := r.planBackfill(ctx)
 	if err != nil {
 		return err

@@ -247,6 +247,8 @@ type Stream struct {
 	backfillRows atomic.Uint64
 	// backfillStart is when this run of the backfill started.
 	backfillStart time.Time
+	// backfilling is set while the backfill runs (Backfilling).
+	backfilling atomic.Bool
 	// bfProds are the backfill workers' producers, created in setup.
 	bfProds []*sink.Producer
 	// hanging checks the topics the producers write for transactions the

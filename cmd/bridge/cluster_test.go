@@ -1,0 +1,154 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/ops"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
+)
+
+// clusterHarness makes h's configuration a cluster of n streams.
+func clusterHarness(t *testing.T, svc services, streams int) *harness {
+	t.Helper()
+	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 20}, MaxMicrobatchBlocks: 5}, 16)
+	base := h.cfg.Streams[0]
+	h.cfg.Streams = nil
+	for i := range streams {
+		sc := base
+		sc.ID = fmt.Sprintf("%s-%d", base.ID, i)
+		sc.Topic = sc.ID + ".txs"
+		h.cfg.Streams = append(h.cfg.Streams, sc)
+	}
+	h.cfg.Cluster.Enabled = true
+	h.cfg.Cluster.Group = base.ID + ".cluster"
+	h.cfg.Cluster.Topic = base.ID + ".cluster"
+	h.cfg.Cluster.SessionTimeout = 6 * time.Second
+	h.cfg.Cluster.HeartbeatInterval = 200 * time.Millisecond
+	h.cfg.Defaults()
+	require.NoError(t, h.cfg.Validate())
+	return h
+}
+
+// owners returns, per stream, how many of the members report owning it.
+func owners(bs []*bridge, streams []string) map[string]int {
+	out := map[string]int{}
+	for _, id := range streams {
+		for _, b := range bs {
+			if b == nil {
+				continue
+			}
+			out[id] += int(gaugeOf(b, id))
+		}
+	}
+	return out
+}
+
+// verifyAll runs bridge verify on every stream of h.
+func verifyAll(t *testing.T, h *harness) {
+	t.Helper()
+	b, err := newBridge(t.Context(), h.cfg, testLogger())
+	require.NoError(t, err)
+	defer b.close()
+	b.verifyWait = 300 * time.Millisecond
+	for _, sc := range h.cfg.Streams {
+		reps, err := b.verify(t.Context(), sc.ID)
+		if err != nil && !errors.Is(err, errVerifyFailed) {
+			require.NoError(t, err)
+		}
+		require.Len(t, reps, 1)
+		var out strings.Builder
+		ops.WriteVerifyReport(&out, reps[0])
+		t.Log(out.String())
+		requireClean(t, reps[0])
+	}
+}
+
+// TestClusterSharesStreams: three members of one cluster share four
+// streams, each run by exactly one of them; when one member leaves, the
+// others take its streams over, and every stream verifies clean.
+func TestClusterSharesStreams(t *testing.T) {
+	h := clusterHarness(t, fakeServices(t), 4)
+	var ids []string
+	for _, sc := range h.cfg.Streams {
+		ids = append(ids, sc.ID)
+	}
+	stops := make([]func() error, 3)
+	bs := make([]*bridge, 3)
+	for i := range bs {
+		stops[i], bs[i] = h.runBridge()
+	}
+	oneOwner := func(bs []*bridge) func() bool {
+		return func() bool {
+			for _, n := range owners(bs, ids) {
+				if n != 1 {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	spread := func() bool {
+		for _, b := range bs {
+			n := 0
+			for _, id := range ids {
+				n += int(gaugeOf(b, id))
+			}
+			if n == 0 {
+				return false
+			}
+		}
+		return oneOwner(bs)()
+	}
+	require.Eventually(t, spread, 30*time.Second, 50*time.Millisecond, "every stream has one owner, and every member one stream or more")
+	h.waitAllHead(ids)
+	require.NoError(t, stops[0]())
+	bs[0] = nil
+	require.Eventually(t, oneOwner(bs), 30*time.Second, 50*time.Millisecond, "the leaving member's streams moved")
+	h.sim.Mine(3)
+	h.waitAllHead(ids)
+	verifyAll(t, h)
+}
+
+// waitAllHead waits until every stream committed the simulator's head.
+func (h *harness) waitAllHead(ids []string) {
+	h.t.Helper()
+	head, ok := h.sim.Head()
+	require.True(h.t, ok)
+	require.Eventually(h.t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, id := range ids {
+			if h.lastOf[id] < head {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 10*time.Millisecond, "every stream commits head block %d", head)
+}
+
+// gaugeOf is amp_bridge_cluster_stream_owned{stream=id} of b.
+func gaugeOf(b *bridge, id string) float64 {
+	mfs, err := b.reg.Gather()
+	if err != nil {
+		return -1
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "amp_bridge_cluster_stream_owned" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "stream" && l.GetValue() == id {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,372 @@
+// Package cluster runs `bridge run` as one member of a cluster of bridges
+// that share the configuration's streams (README, "Cluster mode").
+//
+// Ownership is Kafka's: the members join a consumer group on a
+// coordination topic (sink.JoinGroup), and the group's leader spreads the
+// streams by weight (Plan) with the cooperative protocol, so a rebalance
+// moves only what must move and nothing else stops. A member runs each
+// stream it is given with the pipeline, as a single process runs all of
+// them; when it loses one, it stops it within cluster.release_timeout (the
+// stream's shutdown commits an open transaction that ends at a watermark,
+// else aborts it). The new owner's producer takes the stream's
+// transactional id, which fences a member that lost its session (a pause,
+// a partition) before it can commit anything, and the checkpoint store's
+// compare-and-set is the second guard; a fenced member drops the stream
+// and waits for the group.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
+)
+
+// Stream is one stream the cluster shares.
+type Stream struct {
+	// ID is the stream's id.
+	ID string
+	// Weight is its configured weight (streams[].weight).
+	Weight int
+}
+
+// Config configures a member.
+type Config struct {
+	// Group is the membership (config.Config.Group).
+	Group sink.GroupConfig
+	// Streams are the configuration's streams.
+	Streams []Stream
+	// ReleaseTimeout bounds stopping a stream the member lost.
+	ReleaseTimeout time.Duration
+	// BackfillWeight multiplies the weight of a stream while it backfills.
+	BackfillWeight int
+	// ReplicationFactor of the coordination topic when the bridge creates
+	// it (-1: the broker's default).
+	ReplicationFactor int16
+	// ExitOnStreamFailure ends Run when a stream stops on a permanent
+	// error (exit_on_stream_failure).
+	ExitOnStreamFailure bool
+}
+
+// Health is where the member reports a stream it does not run;
+// health.Stream implements it.
+type Health interface {
+	// Standby: another member owns it.
+	Standby(reason string)
+	// Starting: this member took it and is connecting.
+	Starting(reason string)
+}
+
+// Deps are what a member is built from; cmd/bridge wires them.
+type Deps struct {
+	// Logger receives the member's logs.
+	Logger *slog.Logger
+	// Registerer receives the cluster metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// Kafka configures the group's client.
+	Kafka sink.Config
+	// Admin creates the coordination topic.
+	Admin *sink.Admin
+	// Run publishes stream id until ctx ends or a permanent error
+	// (pipeline.Stream.Run).
+	Run func(ctx context.Context, id string) error
+	// Health returns the health of stream id.
+	Health func(id string) Health
+	// Backfilling reports whether stream id is running its backfill on
+	// this member (nil: never); it then weighs BackfillWeight times more.
+	Backfilling func(id string) bool
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Member is one bridge of a cluster.
+type Member struct {
+	cfg Config
+	d   Deps
+	log *slog.Logger
+	m   *metrics
+
+	group *sink.Group
+	// ctx is Run's: the streams' contexts derive from it.
+	ctx context.Context
+
+	mu     sync.Mutex
+	owned  map[string]*owned
+	joined bool
+	// failed receives the permanent errors of streams when
+	// ExitOnStreamFailure is set.
+	failed chan error
+	// lostAt is when the member last lost or released streams, for the
+	// rebalance's duration (zero: none pending).
+	lostAt time.Time
+}
+
+// owned is a stream the member runs.
+type owned struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	since  time.Time
+}
+
+// New returns a member; Run joins the group.
+func New(cfg Config, d Deps) *Member {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if cfg.BackfillWeight < 1 {
+		cfg.BackfillWeight = 1
+	}
+	log := d.Logger.With("component", "cluster", "group", cfg.Group.Group)
+	return &Member{cfg: cfg, d: d, log: log, m: newMetrics(d.Registerer), owned: map[string]*owned{}, failed: make(chan error, len(cfg.Streams))}
+}
+
+// Run creates or grows the coordination topic, joins the group and runs
+// the streams the group gives this member until ctx ends; then it stops
+// them (each commits at a watermark or aborts) and leaves the group, so
+// that the others take them over at once. It returns a permanent error of
+// the membership (a missing group ACL), or of a stream with
+// ExitOnStreamFailure.
+func (m *Member) Run(ctx context.Context) error {
+	m.ctx = ctx
+	if err := m.d.Admin.EnsureCoordinationTopic(ctx, m.cfg.Group.Topic, int32(max(len(m.cfg.Streams), 1)), m.cfg.ReplicationFactor); err != nil {
+		return fmt.Errorf("preparing cluster coordination topic %q: %w", m.cfg.Group.Topic, err)
+	}
+	for _, s := range m.cfg.Streams {
+		m.d.Health(s.ID).Starting(fmt.Sprintf("joining cluster group %q", m.cfg.Group.Group))
+	}
+	g, err := sink.JoinGroup(m.d.Kafka, m.cfg.Group, m.items, Plan,
+		sink.GroupHandler{Assigned: m.assigned, Revoked: m.revoked, Lost: m.lost},
+		sink.Deps{Logger: m.log, Registerer: nil, Now: m.d.Now})
+	if err != nil {
+		return err
+	}
+	m.group = g
+	defer g.Close()
+	m.log.Info("joined the cluster: streams are shared with the group's other members", "topic", m.cfg.Group.Topic,
+		"session_timeout", m.cfg.Group.SessionTimeout, "instance_id", m.cfg.Group.InstanceID, "streams", len(m.cfg.Streams))
+	watch := make(chan error, 1)
+	go func() { watch <- g.Run(ctx) }()
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-watch:
+	case runErr = <-m.failed:
+	}
+	// Leave: release every stream (Revoked), then tell the coordinator, so
+	// that the others need not wait out the session.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.ReleaseTimeout+5*time.Second)
+	defer cancel()
+	if err := g.Leave(lctx); err != nil {
+		m.log.Warn("leaving the cluster group", "err", err)
+	}
+	m.stopAll(m.cfg.ReleaseTimeout)
+	g.Close()
+	if runErr == nil {
+		<-watch
+	}
+	m.log.Info("left the cluster group")
+	return runErr
+}
+
+// items are what this member tells the group it can run, with their
+// weights now.
+func (m *Member) items() []sink.GroupItem {
+	out := make([]sink.GroupItem, 0, len(m.cfg.Streams))
+	for _, s := range m.cfg.Streams {
+		w := max(s.Weight, 1)
+		if m.d.Backfilling != nil && m.d.Backfilling(s.ID) {
+			w *= m.cfg.BackfillWeight
+		}
+		m.m.weight.WithLabelValues(s.ID).Set(float64(w))
+		out = append(out, sink.GroupItem{ID: s.ID, Weight: w})
+	}
+	return out
+}
+
+func (m *Member) assigned(_ context.Context, g sink.Generation, ids []string) {
+	m.mu.Lock()
+	first := !m.joined
+	m.joined = true
+	lostAt := m.lostAt
+	m.lostAt = time.Time{}
+	for _, id := range ids {
+		if _, ok := m.owned[id]; !ok {
+			m.startLocked(id)
+		}
+	}
+	n := len(m.owned)
+	var standby []string
+	if first {
+		for _, s := range m.cfg.Streams {
+			if _, ok := m.owned[s.ID]; !ok {
+				standby = append(standby, s.ID)
+			}
+		}
+	}
+	m.mu.Unlock()
+	for _, id := range standby {
+		m.d.Health(id).Standby(m.standbyReason())
+	}
+	m.m.generation.Set(float64(g.Generation))
+	m.m.ownedCount.Set(float64(n))
+	m.m.rebalances.WithLabelValues("assigned").Inc()
+	if !lostAt.IsZero() {
+		m.m.rebalanceSeconds.Observe(m.d.Now().Sub(lostAt).Seconds())
+	}
+	if len(ids) > 0 || first {
+		m.log.Info("cluster assignment", "member", g.MemberID, "generation", g.Generation, "added", ids, "owned", n)
+	}
+}
+
+func (m *Member) standbyReason() string {
+	return fmt.Sprintf("owned by another member of cluster group %q", m.cfg.Group.Group)
+}
+
+// revoked stops the streams the member lost in a rebalance, each bounded by
+// ReleaseTimeout, before the member rejoins.
+func (m *Member) revoked(_ context.Context, ids []string) {
+	m.release(ids, m.cfg.ReleaseTimeout, "revoked")
+}
+
+// lost stops the streams of a member whose session ended: another member
+// may run them already and fences this one, so the wait is short.
+func (m *Member) lost(_ context.Context, ids []string) {
+	m.log.Warn("the cluster session ended (a missed heartbeat, a pause or a partition): another member takes these streams over",
+		"streams", ids)
+	m.release(ids, min(m.cfg.ReleaseTimeout, 2*time.Second), "lost")
+}
+
+func (m *Member) release(ids []string, bound time.Duration, why string) {
+	began := m.d.Now()
+	m.mu.Lock()
+	if m.lostAt.IsZero() {
+		m.lostAt = began
+	}
+	var stop []*owned
+	for _, id := range ids {
+		if o, ok := m.owned[id]; ok {
+			delete(m.owned, id)
+			stop = append(stop, o)
+			m.m.owned.WithLabelValues(id).Set(0)
+		}
+	}
+	n := len(m.owned)
+	m.mu.Unlock()
+	for _, o := range stop {
+		o.cancel()
+	}
+	if !waitAll(stop, bound) {
+		m.log.Warn("a released stream did not stop within the bound; rejoining anyway: its new owner fences it",
+			"streams", ids, "bound", bound)
+	}
+	for _, id := range ids {
+		m.d.Health(id).Standby(m.standbyReason())
+	}
+	m.m.ownedCount.Set(float64(n))
+	m.m.rebalances.WithLabelValues(why).Inc()
+	m.m.releaseSeconds.Observe(m.d.Now().Sub(began).Seconds())
+	m.log.Info("released streams to the cluster", "why", why, "streams", ids, "took", m.d.Now().Sub(began).Round(time.Millisecond))
+}
+
+// stopAll stops every stream still running (after leaving the group).
+func (m *Member) stopAll(bound time.Duration) {
+	m.mu.Lock()
+	var ids []string
+	for id := range m.owned {
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+	if len(ids) > 0 {
+		m.release(ids, bound, "leaving")
+	}
+}
+
+func waitAll(os []*owned, bound time.Duration) bool {
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	for _, o := range os {
+		select {
+		case <-o.done:
+		case <-t.C:
+			return false
+		}
+	}
+	return true
+}
+
+// startLocked runs stream id until the member releases it.
+func (m *Member) startLocked(id string) {
+	ctx, cancel := context.WithCancel(m.ctx)
+	o := &owned{cancel: cancel, done: make(chan struct{}), since: m.d.Now()}
+	m.owned[id] = o
+	m.m.owned.WithLabelValues(id).Set(1)
+	m.d.Health(id).Starting("this member took it over")
+	go func() {
+		defer close(o.done)
+		m.runStream(ctx, id, o)
+	}()
+}
+
+// runStream runs one owned stream. A stream fenced by another producer of
+// its transactional id lost it to another member whose news has not
+// reached this one yet: it waits a session timeout for the group, then,
+// if the group still says it owns the stream, starts it again.
+func (m *Member) runStream(ctx context.Context, id string, o *owned) {
+	for {
+		err := m.d.Run(ctx, id)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			return // a one-shot load that ended, or a stream stopped
+		}
+		if !fenced(err) {
+			if m.cfg.ExitOnStreamFailure {
+				m.failed <- fmt.Errorf("stream %s: %w", id, err)
+			}
+			return // failed: its health says why, and it stays with this member
+		}
+		m.log.Warn("another producer took the stream's transactional id: another member owns it now, or a bridge outside "+
+			"this cluster group runs it (every bridge sharing these streams must run in cluster mode with the same group); "+
+			"waiting for the group", "stream", id, "err", err, "wait", m.cfg.Group.SessionTimeout)
+		m.d.Health(id).Standby("fenced by another producer of its transactional id; waiting for the cluster group")
+		m.group.Rejoin()
+		t := time.NewTimer(m.cfg.Group.SessionTimeout)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		m.d.Health(id).Starting("the group still gives it to this member; starting it again")
+	}
+}
+
+// fenced reports whether err means another producer or checkpoint writer
+// took the stream.
+func fenced(err error) bool {
+	return errors.Is(err, sink.ErrFenced) || errors.Is(err, offsets.ErrFenced)
+}
+
+// Owned returns the streams this member runs now, sorted.
+func (m *Member) Owned() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.owned))
+	for id := range m.owned {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
