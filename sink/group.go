@@ -486,7 +486,13 @@ func (b *groupBalancer) JoinGroupMetadata(interests []string, current map[string
 		meta.OwnedPartitions = append(meta.OwnedPartitions, op)
 		if topic == b.topic {
 			for _, s := range current[topic] {
-				if id, ok := b.cur[s]; ok {
+				// The latest assignment's name first: kgo may rejoin before
+				// Assigned has taken the slots it added.
+				id, ok := b.next[s]
+				if !ok {
+					id, ok = b.cur[s]
+				}
+				if ok {
 					um.Owned[strconv.Itoa(int(s))] = id
 				}
 			}
@@ -550,7 +556,15 @@ func (b *groupBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int3
 	// missed rounds may still claim what another owns now (KIP-792).
 	slotClaim := map[int32]claim{}
 	itemClaim := map[string]claim{}
+	used := map[int32]bool{} // a slot someone holds is never given to another item this round
 	cb.EachMember(func(m *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
+		for _, op := range meta.OwnedPartitions {
+			if op.Topic == b.topic {
+				for _, s := range op.Partitions {
+					used[s] = true
+				}
+			}
+		}
 		var um memberMeta
 		if err := json.Unmarshal(meta.UserData, &um); err != nil {
 			b.log.Warn("a cluster member sent metadata this bridge cannot read; it gets no streams", "member", m.MemberID, "err", err)
@@ -592,9 +606,8 @@ func (b *groupBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int3
 	}
 	want := b.plan(members)
 
-	used := map[int32]bool{}
 	for s := range slotClaim {
-		used[s] = true // a slot someone holds is never given to another item this round
+		used[s] = true
 	}
 	free := int32(0)
 	nextFree := func() (int32, bool) {

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/ops"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source/ampsim"
 )
@@ -151,4 +153,74 @@ func gaugeOf(b *bridge, id string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestClusterBackfill: three members share two backfilling streams, whose
+// workers are cluster items of their own. One member leaves mid-backfill
+// (its workers' unfinished steps go to the others, their transactional ids
+// fencing it); each stream hands over once, and verifies clean with op r
+// below the hand-over block and op c from it.
+func TestClusterBackfill(t *testing.T) {
+	svc := fakeServices(t)
+	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 300}, MaxMicrobatchBlocks: 16}, 64)
+	base := h.cfg.Streams[0]
+	h.cfg.Streams = nil
+	for i := range 2 {
+		sc := base
+		sc.ID = fmt.Sprintf("%s-%d", base.ID, i)
+		sc.Topic = sc.ID + ".txs"
+		sc.Backfill = config.BackfillConfig{Enabled: true, Workers: 3, PartitionSize: 40, StepBlocks: 1, HandoverMargin: 30}
+		h.cfg.Streams = append(h.cfg.Streams, sc)
+	}
+	h.cfg.Cluster = config.ClusterConfig{Enabled: true, Group: base.ID + ".cluster", Topic: base.ID + ".cluster",
+		SessionTimeout: 6 * time.Second, HeartbeatInterval: 200 * time.Millisecond}
+	h.cfg.Defaults()
+	require.NoError(t, h.cfg.Validate())
+	var ids []string
+	for _, sc := range h.cfg.Streams {
+		ids = append(ids, sc.ID)
+	}
+	stops := make([]func() error, 3)
+	bs := make([]*bridge, 3)
+	for i := range bs {
+		stops[i], bs[i] = h.runBridge()
+	}
+	// The workers spread over the members, then one that runs a worker
+	// leaves mid-backfill.
+	workersOn := func() map[int]bool {
+		on := map[int]bool{}
+		for i, b := range bs {
+			for _, id := range ids {
+				for k := range 3 {
+					if gaugeOf(b, workerItem(id, k)) == 1 {
+						on[i] = true
+					}
+				}
+			}
+		}
+		return on
+	}
+	require.Eventually(t, func() bool { return len(workersOn()) >= 2 }, 60*time.Second, 10*time.Millisecond,
+		"the backfill workers run on several members")
+	require.Zero(t, h.count("handover"), "the member leaves before the hand-over")
+	leaving := -1
+	for i := range workersOn() {
+		leaving = i
+	}
+	require.NoError(t, stops[leaving]())
+	bs[leaving] = nil
+	h.waitAllHead(ids)
+	h.sim.Mine(3)
+	h.waitAllHead(ids)
+	assert.Equal(t, 2, h.count("handover"), "one hand-over per stream")
+	verifyAll(t, h)
+	all := h.cfg.Streams
+	defer func() { h.cfg.Streams = all }()
+	for _, sc := range all {
+		h.cfg.Streams = []config.StreamConfig{sc} // topicOps reads the first stream's topic
+		counts, maxBlock, minBlock := h.topicOps()
+		assert.Positive(t, counts["r"], "backfilled rows of %s", sc.ID)
+		assert.Equal(t, uint64(269), maxBlock["r"], "the backfill of %s ends 30 blocks below head 299", sc.ID)
+		assert.Equal(t, uint64(270), minBlock["c"], "the live stream of %s starts at the hand-over block", sc.ID)
+	}
 }

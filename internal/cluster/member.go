@@ -30,12 +30,17 @@ import (
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
 )
 
-// Stream is one stream the cluster shares.
+// Stream is one item the cluster shares: a stream, or a backfill worker of
+// one.
 type Stream struct {
-	// ID is the stream's id.
+	// ID is the item's id.
 	ID string
-	// Weight is its configured weight (streams[].weight).
+	// Weight is its weight when it is not backfilling (streams[].weight for
+	// a stream; 0 for an idle backfill worker).
 	Weight int
+	// Busy is the weight of a backfill worker while it backfills, before
+	// Config.BackfillWeight multiplies it (its stream's weight).
+	Busy int
 }
 
 // Config configures a member.
@@ -107,6 +112,8 @@ type Member struct {
 	// lostAt is when the member last lost or released streams, for the
 	// rebalance's duration (zero: none pending).
 	lostAt time.Time
+	// reported are the weights of the last join (watchWeights).
+	reported []sink.GroupItem
 }
 
 // owned is a stream the member runs.
@@ -157,6 +164,9 @@ func (m *Member) Run(ctx context.Context) error {
 		"session_timeout", m.cfg.Group.SessionTimeout, "instance_id", m.cfg.Group.InstanceID, "streams", len(m.cfg.Streams))
 	watch := make(chan error, 1)
 	go func() { watch <- g.Run(ctx) }()
+	wctx, stopWeights := context.WithCancel(ctx)
+	defer stopWeights()
+	go m.watchWeights(wctx)
 	var runErr error
 	select {
 	case <-ctx.Done():
@@ -179,18 +189,66 @@ func (m *Member) Run(ctx context.Context) error {
 	return runErr
 }
 
+// weightsEvery is how often a member compares its items' weights with
+// those it reported at its last join.
+const weightsEvery = 2 * time.Second
+
+// watchWeights asks the group for a new round when a weight this member
+// reports changed (a backfill worker began or ended): the leader then
+// spreads the load again.
+func (m *Member) watchWeights(ctx context.Context) {
+	t := time.NewTicker(weightsEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.mu.Lock()
+		last := m.reported
+		m.mu.Unlock()
+		if last != nil && !slices.Equal(last, m.weights()) {
+			m.mu.Lock()
+			m.reported = nil // once per change, until the next join
+			m.mu.Unlock()
+			m.log.Info("stream weights changed (a backfill began or ended): asking the group to rebalance")
+			m.group.Rejoin()
+		}
+	}
+}
+
+// weights are the items' weights now, without recording them.
+func (m *Member) weights() []sink.GroupItem {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]sink.GroupItem, 0, len(m.cfg.Streams))
+	for _, s := range m.cfg.Streams {
+		busy := m.d.Backfilling != nil && m.d.Backfilling(s.ID)
+		w := max(s.Weight, 0)
+		switch _, mine := m.owned[s.ID]; {
+		case busy:
+			w = max(s.Weight, s.Busy, 1) * m.cfg.BackfillWeight
+		case s.Busy > 0 && !mine:
+			// A backfill worker another member may be running: assume it
+			// busy (its owner's report wins at the leader).
+			w = s.Busy * m.cfg.BackfillWeight
+		}
+		out = append(out, sink.GroupItem{ID: s.ID, Weight: w})
+	}
+	return out
+}
+
 // items are what this member tells the group it can run, with their
 // weights now.
 func (m *Member) items() []sink.GroupItem {
-	out := make([]sink.GroupItem, 0, len(m.cfg.Streams))
-	for _, s := range m.cfg.Streams {
-		w := max(s.Weight, 1)
-		if m.d.Backfilling != nil && m.d.Backfilling(s.ID) {
-			w *= m.cfg.BackfillWeight
-		}
-		m.m.weight.WithLabelValues(s.ID).Set(float64(w))
-		out = append(out, sink.GroupItem{ID: s.ID, Weight: w})
+	out := m.weights()
+	for _, it := range out {
+		m.m.weight.WithLabelValues(it.ID).Set(float64(it.Weight))
 	}
+	m.mu.Lock()
+	m.reported = out
+	m.mu.Unlock()
 	return out
 }
 
@@ -332,6 +390,7 @@ func (m *Member) runStream(ctx context.Context, id string, o *owned) {
 			return // a one-shot load that ended, or a stream stopped
 		}
 		if !fenced(err) {
+			m.log.Error("a stream stopped on a permanent error; it stays with this member, and the others go on", "stream", id, "err", err)
 			if m.cfg.ExitOnStreamFailure {
 				m.failed <- fmt.Errorf("stream %s: %w", id, err)
 			}

@@ -23,8 +23,17 @@ func Plan(members []sink.GroupMember) map[string][]string {
 	can := map[string][]int{} // stream → indexes of the members that have it
 	for i, m := range members {
 		for _, it := range m.Items {
-			weight[it.ID] = max(weight[it.ID], it.Weight, 1)
+			weight[it.ID] = max(weight[it.ID], it.Weight)
 			can[it.ID] = append(can[it.ID], i)
+		}
+	}
+	// The owner knows best: its report wins (an idle backfill worker weighs
+	// 0 there, and the busy weight elsewhere).
+	for _, m := range members {
+		for _, it := range m.Items {
+			if slices.Contains(m.Owned, it.ID) {
+				weight[it.ID] = it.Weight
+			}
 		}
 	}
 	owner := map[string]int{}
@@ -81,7 +90,7 @@ func Plan(members []sink.GroupMember) map[string][]string {
 			from := owner[id]
 			w := weight[id]
 			for _, to := range can[id] {
-				if to != from && load[from]-load[to] > w {
+				if w > 0 && to != from && load[from]-load[to] > w {
 					take(id)
 					give(id, to)
 					moved = true

@@ -77,6 +77,9 @@ func (r *Stream) backfill(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if r.deps.ClusterBackfill {
+		return r.backfillCluster(ctx, plan)
+	}
 	workers := make([]*backfillWorker, len(r.bfProds))
 	for k, prod := range r.bfProds {
 		if workers[k], err = r.newBackfillWorker(plan, prod, k); err != nil {
@@ -288,6 +291,13 @@ func (r *Stream) runQuery(ctx context.Context, sql string, fn func(arrow.RecordB
 // goes, so its memory is bounded by one fetch and the disjoint spans
 // published, not by the number of events.
 func (r *Stream) backfillDone(ctx context.Context) ([]source.BlockSpan, error) {
+	// The records first: each is written after its step committed, so any
+	// record read now is of a step the control topic, read next, holds, even
+	// while other workers publish (a cluster's run on other members).
+	recs, err := r.partitionRecords(ctx)
+	if err != nil {
+		return nil, err
+	}
 	ctl := r.control()
 	b, err := ctl.Bounds(ctx)
 	if err != nil {
@@ -300,16 +310,21 @@ func (r *Stream) backfillDone(ctx context.Context) ([]source.BlockSpan, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("stream %s: reading the backfill's progress: %w", r.cfg.ID, err)
 	}
-	return r.checkPartitionRecords(ctx, done.merged())
+	return r.checkPartitionRecords(recs, done.merged())
 }
 
-// checkPartitionRecords returns done unless a partition record of the
-// checkpoint store claims blocks done does not cover.
-func (r *Stream) checkPartitionRecords(ctx context.Context, done []source.BlockSpan) ([]source.BlockSpan, error) {
+// partitionRecords reads the backfill's partition records.
+func (r *Stream) partitionRecords(ctx context.Context) ([]offsets.Partition, error) {
 	recs, err := r.deps.Store.Partitions(ctx, r.cfg.ID)
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: reading the backfill's partition records: %w", r.cfg.ID, err)
 	}
+	return recs, nil
+}
+
+// checkPartitionRecords returns done unless a partition record, read
+// before done, claims blocks done does not cover.
+func (r *Stream) checkPartitionRecords(recs []offsets.Partition, done []source.BlockSpan) ([]source.BlockSpan, error) {
 	for _, p := range recs {
 		claimed := source.BlockSpan{From: p.From, To: p.From}
 		switch {
@@ -476,7 +491,11 @@ func (w *backfillWorker) step(ctx context.Context, s source.BlockSpan, last bool
 		return fmt.Errorf("backfill partition %s: %w", w.part, err)
 	}
 	r.deps.Health.Ready() // a step committed: Amp and Kafka answer
-	r.deps.Metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(float64(r.backfillLeft.Add(^(s.Len() - 1))))
+	if left := r.backfillLeft.Add(^(s.Len() - 1)); !r.worker {
+		// A cluster worker's part is not the stream's: its owner sets the
+		// gauge from the control topic (backfillCluster).
+		r.deps.Metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(float64(left))
+	}
 	r.backfillRows.Add(uint64(rows))
 	w.rows += uint64(rows)
 	r.emit(Event{Kind: "backfill", BatchID: batchID, Ranges: ranges, Rows: rows})

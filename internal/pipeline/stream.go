@@ -80,6 +80,10 @@ type Deps struct {
 	// ProgressEvery is how often a running backfill reports its progress
 	// (blocks done of the total, rows/s, ETA); 0 means every 10s.
 	ProgressEvery time.Duration
+	// ClusterBackfill makes the backfill a cluster's (clusterbackfill.go):
+	// its workers run as cluster items (RunBackfillWorker) on any member,
+	// and the stream plans it, waits for their steps and hands over.
+	ClusterBackfill bool
 	// ProgressBar, when set (stderr is a terminal and the log is text),
 	// receives a one-line progress bar redrawn at each report instead of
 	// the "backfill progress" log lines. Never set it for the JSON format.
@@ -249,6 +253,8 @@ type Stream struct {
 	backfillStart time.Time
 	// backfilling is set while the backfill runs (Backfilling).
 	backfilling atomic.Bool
+	// worker is set on a cluster backfill worker (RunBackfillWorker).
+	worker bool
 	// bfProds are the backfill workers' producers, created in setup.
 	bfProds []*sink.Producer
 	// hanging checks the topics the producers write for transactions the
@@ -442,7 +448,7 @@ func (r *Stream) connect(ctx context.Context) error {
 	// The backfill's workers too: a previous instance killed inside its
 	// backfill leaves their transactions open, and the control topic's
 	// last stable offset would wait for them until they time out.
-	if r.cfg.Backfill.Enabled {
+	if r.cfg.Backfill.Enabled && !r.deps.ClusterBackfill {
 		if err := r.fenceBackfillWorkers(ctx); err != nil {
 			return err
 		}
@@ -496,6 +502,7 @@ func (r *Stream) setup(ctx context.Context) error {
 		} else {
 			r.deps.Metrics.backfillLeft.WithLabelValues(r.cfg.ID).Set(0)
 			r.log.Debug("backfill not run: the stream has gone live", "cursor", cursorText(r.committed.Cursor()))
+			r.dropStalePlan(ctx)
 		}
 		r.closeBackfillWorkers(ctx)
 	} else if r.cfg.Start != config.StartEarliest && r.cfg.Start != "" {
@@ -612,7 +619,7 @@ func (r *Stream) txnIDs() []string {
 		return nil
 	}
 	ids := []string{sink.TransactionalID(r.deps.Kafka.TransactionalIDPrefix, r.cfg.ID)}
-	if r.cfg.Backfill.Enabled {
+	if r.cfg.Backfill.Enabled && !r.deps.ClusterBackfill { // else each worker checks its own
 		for k := range r.cfg.Backfill.Workers {
 			ids = append(ids, sink.TransactionalID(r.deps.Kafka.TransactionalIDPrefix, r.backfillWorkerID(k)))
 		}
