@@ -33,6 +33,7 @@ const (
 	OpCreate          = "Create"
 	OpDescribe        = "Describe"
 	OpDescribeConfigs = "DescribeConfigs"
+	OpAlter           = "Alter"
 	OpIdempotentWrite = "IdempotentWrite"
 )
 
@@ -159,7 +160,8 @@ func TopicOps(createTopics bool) []string {
 // transactions left open, is implied). It needs no consumer group (it
 // reads by offset, without a group) and nothing on the cluster: Kafka 4
 // lets a producer with Write on a topic (or on its transactional id) be
-// idempotent without IdempotentWrite (KIP-679).
+// idempotent without IdempotentWrite (KIP-679). Cluster mode adds
+// ClusterACLs.
 func RequiredACLs(cfg Config, createTopics bool, topics ...string) []ACL {
 	var out []ACL
 	for _, t := range topics {
@@ -169,6 +171,27 @@ func RequiredACLs(cfg Config, createTopics bool, topics ...string) []ACL {
 	}
 	if cfg.Delivery != DeliveryAtLeastOnce {
 		out = append(out, ACL{Resource: ResourceTransactionalID, Name: cfg.TransactionalIDPrefix + ".", Prefixed: true, Operation: OpWrite})
+	}
+	return out
+}
+
+// ClusterACLs returns what a member of cluster gc needs beyond
+// RequiredACLs (cluster mode, README "Security"): Read on the group
+// (JoinGroup, SyncGroup, Heartbeat, LeaveGroup; Kafka implies from it the
+// Describe that FindCoordinator, the offset fetch at each assignment and
+// bridge status's DescribeGroups need), and on the coordination topic Read
+// (bridge status reads the claims; it implies the Describe of the group's
+// metadata and offsets), Write (each member records the streams it owns)
+// and Create when the bridge creates it (createTopic). Growing the topic
+// when streams are added takes Alter on it too (or grow it yourself).
+func ClusterACLs(gc GroupConfig, createTopic bool) []ACL {
+	out := []ACL{{Resource: ResourceGroup, Name: gc.Group, Operation: OpRead}}
+	ops := []string{OpRead, OpWrite}
+	if createTopic {
+		ops = append(ops, OpCreate)
+	}
+	for _, op := range ops {
+		out = append(out, ACL{Resource: ResourceTopic, Name: gc.Topic, Operation: op})
 	}
 	return out
 }

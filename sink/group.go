@@ -134,6 +134,9 @@ type Group struct {
 	mu    sync.Mutex
 	since map[string]time.Time
 	now   func() time.Time
+	// failed receives the first permanent error of a claim's write (a
+	// missing Write on the coordination topic), which ends Run.
+	failed chan error
 }
 
 // JoinGroup makes the process a member of gc.Group: items says what it can
@@ -146,7 +149,8 @@ func JoinGroup(cfg Config, gc GroupConfig, items func() []GroupItem, plan GroupP
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	g := &Group{cfg: gc, kcfg: cfg, log: deps.Logger, h: h, host: host, since: map[string]time.Time{}, now: deps.Now}
+	g := &Group{cfg: gc, kcfg: cfg, log: deps.Logger, h: h, host: host, since: map[string]time.Time{}, now: deps.Now,
+		failed: make(chan error, 1)}
 	g.bal = &groupBalancer{topic: gc.Topic, items: items, plan: plan, log: deps.Logger, cur: map[int32]string{}, next: map[int32]string{}}
 	opts = append(opts,
 		kgo.ConsumerGroup(gc.Group),
@@ -201,12 +205,29 @@ func (g *Group) Close() { g.cl.Close() }
 // Run watches the membership until ctx ends or the client closes: errors
 // of the group session are logged (kgo retries them), except those that
 // cannot fix themselves, which Run returns: a principal without Read on the
-// group (an *AuthorizationError naming the ACL) or on the coordination
-// topic.
+// group (an *AuthorizationError naming the ACL), without Describe on the
+// coordination topic, or without Write on it (the member's claims). kgo
+// reports the group's errors as fetch errors (PollFetches), the claims'
+// through their own produce.
 func (g *Group) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case err := <-g.failed:
+			cancel(err)
+		case <-ctx.Done():
+		}
+	}()
 	for {
 		fs := g.cl.PollFetches(ctx)
-		if fs.IsClientClosed() || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			if err := context.Cause(ctx); errors.Is(err, ErrNotAuthorized) {
+				return err
+			}
+			return nil
+		}
+		if fs.IsClientClosed() {
 			return nil
 		}
 		for _, fe := range fs.Errors() {
@@ -225,9 +246,12 @@ func (g *Group) permanent(err error) error {
 		return &AuthorizationError{Doing: fmt.Sprintf("joining cluster group %q", g.cfg.Group), Principal: g.kcfg.Principal(),
 			Missing: ACL{Resource: ResourceGroup, Name: g.cfg.Group, Operation: OpRead}, Bootstrap: strings.Join(g.kcfg.Brokers, ","), Err: err}
 	case errors.Is(err, kerr.TopicAuthorizationFailed):
+		// The group's metadata and offset fetches of the coordination
+		// topic need Describe, which Read or Write implies.
 		return &AuthorizationError{Doing: fmt.Sprintf("joining cluster group %q on coordination topic %q", g.cfg.Group, g.cfg.Topic),
 			Principal: g.kcfg.Principal(), Missing: ACL{Resource: ResourceTopic, Name: g.cfg.Topic, Operation: OpRead},
-			Bootstrap: strings.Join(g.kcfg.Brokers, ","), Err: err}
+			Alternatives: []ACL{{Resource: ResourceTopic, Name: g.cfg.Topic, Operation: OpDescribe}},
+			Bootstrap:    strings.Join(g.kcfg.Brokers, ","), Err: err}
 	}
 	return nil
 }
@@ -297,9 +321,19 @@ func (g *Group) claim(ctx context.Context, gen Generation, added []string) {
 	go func() {
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if err := g.cl.ProduceSync(pctx, recs...).FirstErr(); err != nil {
-			g.log.Warn("recording this member's streams in the coordination topic (for bridge status)", "topic", g.cfg.Topic, "err", err)
+		err := g.cl.ProduceSync(pctx, recs...).FirstErr()
+		if err == nil {
+			return
 		}
+		if err := g.kcfg.authError(err, fmt.Sprintf("recording this member's streams in coordination topic %q (for bridge status)", g.cfg.Topic),
+			OpWrite, "", g.cfg.Topic); errors.Is(err, ErrNotAuthorized) {
+			select {
+			case g.failed <- err:
+			default:
+			}
+			return
+		}
+		g.log.Warn("recording this member's streams in the coordination topic (for bridge status)", "topic", g.cfg.Topic, "err", err)
 	}()
 }
 
@@ -327,6 +361,11 @@ func (a *Admin) EnsureCoordinationTopic(ctx context.Context, name string, partit
 		resp, err := a.adm.UpdatePartitions(ctx, int(partitions), name)
 		if err == nil {
 			_, err = resp.On(name, nil)
+		}
+		if isAuthorization(err) {
+			return &AuthorizationError{Doing: fmt.Sprintf("growing coordination topic %q from %d to %d partitions (one per stream)", name, have, partitions),
+				Principal: a.cfg.Principal(), Missing: ACL{Resource: ResourceTopic, Name: name, Operation: OpAlter},
+				Bootstrap: strings.Join(a.brokers, ","), Err: fmt.Errorf("%w (or grow the topic yourself to one partition per stream)", err)}
 		}
 		if err != nil {
 			return fmt.Errorf("growing coordination topic %q from %d to %d partitions (one per stream): %w", name, have, partitions, err)
@@ -361,16 +400,20 @@ type ClusterState struct {
 // DescribeCluster describes group gc.Group and reads gc.Topic's claims.
 func (a *Admin) DescribeCluster(ctx context.Context, gc GroupConfig, r *Reader) (ClusterState, error) {
 	gs, err := a.adm.DescribeGroups(ctx, gc.Group)
-	if err != nil {
-		return ClusterState{}, fmt.Errorf("describing cluster group %q: %w", gc.Group, err)
-	}
 	d := gs[gc.Group]
-	if d.Err != nil {
-		if errors.Is(d.Err, kerr.GroupAuthorizationFailed) {
+	if err == nil {
+		err = d.Err
+	}
+	if err != nil {
+		// kadm returns a refused FindCoordinator or DescribeGroups as
+		// its error, a refusal of the group alone in d.Err.
+		if errors.Is(err, kerr.GroupAuthorizationFailed) {
 			return ClusterState{}, &AuthorizationError{Doing: fmt.Sprintf("describing cluster group %q", gc.Group), Principal: a.cfg.Principal(),
-				Missing: ACL{Resource: ResourceGroup, Name: gc.Group, Operation: OpDescribe}, Bootstrap: strings.Join(a.brokers, ","), Err: d.Err}
+				Missing:      ACL{Resource: ResourceGroup, Name: gc.Group, Operation: OpDescribe},
+				Alternatives: []ACL{{Resource: ResourceGroup, Name: gc.Group, Operation: OpRead}},
+				Bootstrap:    strings.Join(a.brokers, ","), Err: err}
 		}
-		return ClusterState{}, fmt.Errorf("describing cluster group %q: %w", gc.Group, d.Err)
+		return ClusterState{}, fmt.Errorf("describing cluster group %q: %w", gc.Group, err)
 	}
 	st := ClusterState{Group: gc.Group, State: d.State, Protocol: d.Protocol, Claims: map[string]Claim{}}
 	for _, m := range d.Members {

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -222,5 +224,108 @@ func TestClusterBackfill(t *testing.T) {
 		assert.Positive(t, counts["r"], "backfilled rows of %s", sc.ID)
 		assert.Equal(t, uint64(269), maxBlock["r"], "the backfill of %s ends 30 blocks below head 299", sc.ID)
 		assert.Equal(t, uint64(270), minBlock["c"], "the live stream of %s starts at the hand-over block", sc.ID)
+	}
+}
+
+// TestClusterStatus: bridge status of a cluster of three members names
+// each stream's owner (member id, instance, host, client id), the
+// generation and time of its claim and its weight, and the group's state,
+// protocol and members with what each owns, as the members themselves
+// report it; once every member has left, each stream has no owner and its
+// last claim is shown as stale.
+func TestClusterStatus(t *testing.T) {
+	h := clusterHarness(t, fakeServices(t), 4)
+	var ids []string
+	for i := range h.cfg.Streams {
+		h.cfg.Streams[i].Weight = i%2 + 1
+		ids = append(ids, h.cfg.Streams[i].ID)
+	}
+	stops := make([]func() error, 3)
+	bs := make([]*bridge, 3)
+	for i := range bs {
+		stops[i], bs[i] = h.runBridge()
+	}
+	sb, err := newBridge(t.Context(), h.cfg, testLogger())
+	require.NoError(t, err)
+	defer sb.close()
+
+	// owned is, per member, the streams its gauges say it owns.
+	owned := func() []string {
+		var out []string
+		for _, b := range bs {
+			var mine []string
+			for _, id := range ids {
+				if gaugeOf(b, id) == 1 {
+					mine = append(mine, id)
+				}
+			}
+			out = append(out, strings.Join(mine, ","))
+		}
+		slices.Sort(out)
+		return out
+	}
+	var st ops.ClusterStatus
+	require.Eventually(t, func() bool {
+		st, err = sb.clusterStatus(t.Context())
+		require.NoError(t, err)
+		if st.State != "Stable" || len(st.Members) != 3 {
+			return false
+		}
+		var reported []string
+		for _, m := range st.Members {
+			reported = append(reported, strings.Join(m.Owns, ","))
+		}
+		slices.Sort(reported)
+		if !slices.Equal(reported, owned()) {
+			return false
+		}
+		for _, so := range st.Streams {
+			if so.Owner == nil || so.Generation == 0 {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 100*time.Millisecond, "the status agrees with what the members run, and every owner's claim is recorded")
+	assert.Equal(t, "amp-bridge-weighted-v1", st.Protocol)
+	assert.Equal(t, h.cfg.Cluster.Group, st.Group)
+	host, _ := os.Hostname()
+	require.Len(t, st.Streams, len(ids))
+	for i, so := range st.Streams {
+		assert.Equal(t, ids[i], so.Stream)
+		assert.Equal(t, h.cfg.Streams[i].Weight, so.Weight, "stream %s", so.Stream)
+		assert.Contains(t, so.Owner.Owns, so.Stream)
+		assert.NotEmpty(t, so.Owner.ID)
+		assert.NotEmpty(t, so.Owner.ClientID)
+		assert.NotEmpty(t, so.Owner.Host)
+		assert.Equal(t, host, so.Hostname)
+		assert.False(t, so.Since.IsZero())
+		assert.Empty(t, so.NoOwner)
+		assert.Nil(t, so.Stale)
+	}
+	var out strings.Builder
+	st.WriteText(&out)
+	for _, so := range st.Streams {
+		so.WriteText(&out)
+	}
+	t.Log(out.String())
+
+	// Every member leaves: nobody owns anything, and the claims are stale.
+	last := map[string]string{}
+	for _, so := range st.Streams {
+		last[so.Stream] = so.Owner.ID
+	}
+	for _, stop := range stops {
+		require.NoError(t, stop())
+	}
+	st, err = sb.clusterStatus(t.Context())
+	require.NoError(t, err)
+	assert.Empty(t, st.Members)
+	for _, so := range st.Streams {
+		assert.Nil(t, so.Owner, "stream %s", so.Stream)
+		assert.Contains(t, so.NoOwner, "no member of cluster group")
+		if assert.NotNil(t, so.Stale, "stream %s", so.Stream) {
+			assert.Equal(t, last[so.Stream], so.Stale.Member, "the last owner's claim")
+			assert.Equal(t, "its member is no longer in the group", so.StaleWhy)
+		}
 	}
 }

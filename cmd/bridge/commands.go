@@ -142,7 +142,8 @@ func cmdSchema(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // cmdStatus prints each stream's checkpoint: cursor, version, last commit,
-// retained batches and the store.
+// retained batches and the store; in cluster mode also the group and each
+// stream's owner.
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, cancel, b, err := openCommand(ctx, flag.NewFlagSet("status", flag.ContinueOnError), args, stderr, true, needAmp|needStore)
 	if err != nil {
@@ -150,7 +151,25 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer cancel()
 	defer b.close()
+	if b.cfg.Cluster.Enabled {
+		// Who owns what is the group's, in Kafka.
+		if err := b.connect(ctx, needKafka); err != nil {
+			return err
+		}
+	}
 	return b.status(ctx, stdout, time.Now())
+}
+
+// clusterStatus describes the cluster group and who owns each stream
+// (cluster mode; b connected to Kafka).
+func (b *bridge) clusterStatus(ctx context.Context) (ops.ClusterStatus, error) {
+	reader, err := sink.NewReader(ctx, b.kafka, sink.Deps{Logger: b.log})
+	if err != nil {
+		return ops.ClusterStatus{}, pipeline.NoAnswer(pipeline.KafkaService(b.kafka.Brokers), err)
+	}
+	defer reader.Close()
+	st, err := ops.Cluster(ctx, b.admin, reader, b.cfg.Group(), b.cfg.Streams)
+	return st, pipeline.NoAnswer(pipeline.KafkaService(b.kafka.Brokers), err)
 }
 
 func (b *bridge) status(ctx context.Context, w io.Writer, now time.Time) (err error) {
@@ -172,10 +191,34 @@ func (b *bridge) status(ctx context.Context, w io.Writer, now time.Time) (err er
 			err = unanswered
 		}
 	}()
+	// In cluster mode, who owns each stream; an error (a missing ACL) is
+	// returned once the checkpoints are printed.
+	var cluster *ops.ClusterStatus
+	var clusterErr error
+	if b.cfg.Cluster.Enabled {
+		cs, err := b.clusterStatus(ctx)
+		if err != nil {
+			clusterErr = fmt.Errorf("bridge status: cluster mode: %w", err)
+			fmt.Fprintf(w, "cluster group %s: unknown (%v)\n", b.cfg.Cluster.Group, err)
+		} else {
+			cluster = &cs
+			cs.WriteText(w)
+		}
+	}
+	defer func() {
+		if err == nil {
+			err = clusterErr
+		}
+	}()
 	for _, sc := range b.cfg.Streams {
 		st, err := ops.Status(ctx, b.store, heads, sc, now)
 		if err != nil {
 			return err
+		}
+		if cluster != nil {
+			if o, ok := cluster.Owner(sc.ID); ok {
+				st.Owner = &o
+			}
 		}
 		if running != nil {
 			if r, ok := running.Streams[sc.ID]; ok {

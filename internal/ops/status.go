@@ -50,6 +50,9 @@ type StreamStatus struct {
 	// no bridge answered at http.addr); RunningErr why none did.
 	Running    *health.StreamReport
 	RunningErr error
+	// Owner is who runs the stream in cluster mode (Cluster); nil
+	// otherwise.
+	Owner *StreamOwner
 }
 
 // Lag returns the blocks between Amp's synced head and the committed
@@ -134,6 +137,9 @@ func RunningHealth(ctx context.Context, addr string) (*health.Report, error) {
 // WriteText writes the status for people (bridge status); store names the
 // checkpoint store.
 func (s StreamStatus) WriteText(w io.Writer, store string) {
+	if s.Owner != nil {
+		s.Owner.WriteText(w)
+	}
 	switch {
 	case s.Running != nil:
 		fmt.Fprintf(w, "%s: running bridge says %s", s.Stream, s.Running.State)
