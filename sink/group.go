@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -395,6 +396,9 @@ type ClusterState struct {
 	Members  []ClusterMember
 	// Claims are the newest claim per item.
 	Claims map[string]Claim
+	// NoTopic is set when the coordination topic does not exist (no
+	// member has run yet).
+	NoTopic bool
 }
 
 // DescribeCluster describes group gc.Group and reads gc.Topic's claims.
@@ -403,6 +407,11 @@ func (a *Admin) DescribeCluster(ctx context.Context, gc GroupConfig, r *Reader) 
 	d := gs[gc.Group]
 	if err == nil {
 		err = d.Err
+	}
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		// Kafka 4's coordinator: no member ever joined (or the group
+		// expired). Older ones answer state Dead.
+		d, err = kadm.DescribedGroup{Group: gc.Group, State: "Dead"}, nil
 	}
 	if err != nil {
 		// kadm returns a refused FindCoordinator or DescribeGroups as
@@ -436,6 +445,10 @@ func (a *Admin) DescribeCluster(ctx context.Context, gc GroupConfig, r *Reader) 
 		st.Members = append(st.Members, cm)
 	}
 	starts, err := r.StartOffsets(ctx, gc.Topic)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		st.NoTopic = true // no member has run yet: no claims
+		return st, nil
+	}
 	if err != nil {
 		return st, fmt.Errorf("reading coordination topic %q: %w", gc.Topic, err)
 	}

@@ -240,14 +240,23 @@ func TestClusterStatus(t *testing.T) {
 		h.cfg.Streams[i].Weight = i%2 + 1
 		ids = append(ids, h.cfg.Streams[i].ID)
 	}
+	sb, err := newBridge(t.Context(), h.cfg, testLogger())
+	require.NoError(t, err)
+	defer sb.close()
+	// Before any member ran: no group, no coordination topic.
+	st, err := sb.clusterStatus(t.Context())
+	require.NoError(t, err)
+	assert.Empty(t, st.Members)
+	for _, so := range st.Streams {
+		assert.Nil(t, so.Owner)
+		assert.Contains(t, so.NoOwner, "has run yet")
+	}
+
 	stops := make([]func() error, 3)
 	bs := make([]*bridge, 3)
 	for i := range bs {
 		stops[i], bs[i] = h.runBridge()
 	}
-	sb, err := newBridge(t.Context(), h.cfg, testLogger())
-	require.NoError(t, err)
-	defer sb.close()
 
 	// owned is, per member, the streams its gauges say it owns.
 	owned := func() []string {
@@ -264,10 +273,12 @@ func TestClusterStatus(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	var st ops.ClusterStatus
 	require.Eventually(t, func() bool {
 		st, err = sb.clusterStatus(t.Context())
-		require.NoError(t, err)
+		if err != nil {
+			t.Logf("status (retried): %v", err)
+			return false
+		}
 		if st.State != "Stable" || len(st.Members) != 3 {
 			return false
 		}

@@ -104,6 +104,9 @@ func TestIntegrationSecureKafka(t *testing.T) {
 	for i := range requiredACLs(t) {
 		users[fmt.Sprintf("acl%d", i)] = securePassword
 	}
+	for _, u := range clusterUsers() {
+		users[u] = securePassword
+	}
 	k := startSecureBroker(t, users) // first: it skips (or fails) without BRIDGE_TEST_KAFKA_HOME
 	base := secureBase(t)
 	t.Run("scenarios", func(t *testing.T) {
@@ -113,6 +116,10 @@ func TestIntegrationSecureKafka(t *testing.T) {
 	t.Run("acls", func(t *testing.T) {
 		t.Parallel()
 		kafkaACLs(t, k, base)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		clusterSecure(t, k, base)
 	})
 }
 

@@ -122,6 +122,9 @@ func clusterStatus(st sink.ClusterState, gc sink.GroupConfig, streams []config.S
 // noOwner says why no live member owns a stream.
 func noOwner(st sink.ClusterState, gc sink.GroupConfig, knows bool) string {
 	switch {
+	case len(st.Members) == 0 && st.NoTopic:
+		return fmt.Sprintf("no member of cluster group %q has run yet (coordination topic %q does not exist): start `bridge run` with cluster.enabled",
+			gc.Group, gc.Topic)
 	case len(st.Members) == 0:
 		return fmt.Sprintf("no member of cluster group %q is running (group state %s): start `bridge run` with cluster.enabled", gc.Group, st.State)
 	case st.State == "PreparingRebalance" || st.State == "CompletingRebalance":
