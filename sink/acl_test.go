@@ -29,10 +29,23 @@ func TestACLsDocumented(t *testing.T) {
 	}, cmds)
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	require.NoError(t, err)
-	for _, c := range cmds {
+
+	// Cluster mode adds the group and the coordination topic, default
+	// names (config's cluster.group and cluster.topic defaults).
+	ccmds := ACLCommands("kafka-1:9093", cfg.Principal(), ClusterACLs(GroupConfig{Group: "amp-kafka-bridge.cluster", Topic: "amp-kafka-bridge.cluster"}, true))
+	assert.Equal(t, []string{
+		"kafka-acls.sh --bootstrap-server kafka-1:9093 --command-config admin.properties --add --allow-principal User:bridge " +
+			"--operation Read --group amp-kafka-bridge.cluster",
+		"kafka-acls.sh --bootstrap-server kafka-1:9093 --command-config admin.properties --add --allow-principal User:bridge " +
+			"--operation Read --operation Write --operation Create --topic amp-kafka-bridge.cluster",
+	}, ccmds)
+	for _, c := range append(cmds, ccmds...) {
 		if !strings.Contains(string(readme), "\n"+c+"\n") { // not assert.Contains: it would print the whole README
 			t.Errorf("the README's Security section lacks the line\n%s", c)
 		}
+	}
+	for _, a := range ClusterACLs(GroupConfig{Group: "g", Topic: "t"}, false) {
+		assert.NotEqual(t, OpCreate, a.Operation, "a coordination topic created by hand needs no Create: %s", a)
 	}
 
 	cfg.Delivery = DeliveryAtLeastOnce
