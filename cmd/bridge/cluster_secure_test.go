@@ -140,7 +140,7 @@ func clusterStatusReal(t *testing.T, h *harness) {
 	require.Len(t, st.Members, 1)
 	for _, so := range st.Streams {
 		assert.Equal(t, st.Members[0].ID, so.Owner.ID, "stream %s", so.Stream)
-		assert.Equal(t, float64(1), gaugeOf(b1, so.Stream))
+		assert.Equal(t, 1, int(gaugeOf(b1, so.Stream)), "stream %s", so.Stream)
 	}
 	require.NoError(t, stop1())
 	st, err = sb.clusterStatus(t.Context())
