@@ -342,3 +342,21 @@ func TestClusterStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterStatusCommand: `bridge status` of a cluster configuration
+// connects to Kafka for the group (status alone needs no Kafka) and says
+// plainly that no member owns the stream before any has run.
+func TestClusterStatusCommand(t *testing.T) {
+	svc := fakeServices(t)
+	args := []string{"status", "-c", writeConfig(t, minimalYAML), "-timeout", "10s",
+		"-set", "kafka.brokers=" + strings.Join(svc.brokers, ","), "-set", "amp.addr=127.0.0.1:1",
+		"-set", "checkpoint.store=redis", "-set", "checkpoint.redis.addr=" + svc.redis,
+		"-set", "http.addr=off", "-set", "cluster.enabled=true", "-set", "cluster.group=g-status", "-set", "cluster.topic=g-status.cluster"}
+	var out, errOut logBuffer
+	code := run(t.Context(), args, &out, &errOut)
+	t.Logf("stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
+	require.Equal(t, 0, code)
+	assert.Contains(t, out.String(), "cluster group g-status: state ")
+	assert.Contains(t, out.String(), `txs: no owner: no member of cluster group "g-status" has run yet`)
+	assert.Contains(t, out.String(), "txs: no checkpoint yet")
+}
