@@ -15,6 +15,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
 )
@@ -128,4 +131,30 @@ func TestPKIWritesTrustedFiles(t *testing.T) {
 		_, err = cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
 		assert.NoError(t, err, "%s is signed by the CA", f)
 	}
+}
+
+// TestGrantACLsCluster: kafka-acls grants, besides the topics' and the
+// transactional ids' ACLs, Read on the groups prefixed -txn-prefix (cluster
+// mode's default group is "{prefix}.cluster"), and prints its command.
+func TestGrantACLsCluster(t *testing.T) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
+	require.NoError(t, err)
+	defer kc.Close()
+	brokers := kc.ListenAddrs()[0]
+	var out bytes.Buffer
+	require.NoError(t, grantACLs(t.Context(), &out, brokers, adminAuth{},
+		aclGrant{principals: []string{"User:bridge"}, topicPrefix: "amp", txnPrefix: "amp-kafka-bridge."}))
+	assert.Contains(t, out.String(), "--operation Read --group amp-kafka-bridge. --resource-pattern-type prefixed")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	require.NoError(t, err)
+	defer cl.Close()
+	res, err := kadm.NewClient(cl).DescribeACLs(t.Context(), kadm.NewACLs().Allow("User:bridge").AllowHosts().
+		Groups("amp-kafka-bridge.").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpRead))
+	require.NoError(t, err)
+	n := 0
+	for _, r := range res {
+		require.NoError(t, r.Err)
+		n += len(r.Described)
+	}
+	assert.Equal(t, 1, n, "Read on the groups prefixed amp-kafka-bridge.")
 }

@@ -51,7 +51,9 @@ func (a adminAuth) opts() ([]kgo.Opt, error) {
 
 // aclGrant is what grantACLs grants: the bridge's ACLs (sink.TopicOps on
 // the topics prefixed topicPrefix, Write on the transactional ids
-// prefixed txnPrefix) to each principal.
+// prefixed txnPrefix, and for cluster mode Read on the groups prefixed
+// txnPrefix: the default cluster.group is "{prefix}.cluster", and the
+// coordination topic's ACLs are among the topics') to each principal.
 type aclGrant struct {
 	principals  []string
 	topicPrefix string
@@ -78,7 +80,8 @@ func grantACLs(ctx context.Context, out io.Writer, brokers string, admin adminAu
 	for _, op := range sink.TopicOps(true) {
 		acls = append(acls, sink.ACL{Resource: sink.ResourceTopic, Name: g.topicPrefix, Prefixed: true, Operation: op})
 	}
-	acls = append(acls, sink.ACL{Resource: sink.ResourceTransactionalID, Name: g.txnPrefix, Prefixed: true, Operation: sink.OpWrite})
+	acls = append(acls, sink.ACL{Resource: sink.ResourceTransactionalID, Name: g.txnPrefix, Prefixed: true, Operation: sink.OpWrite},
+		sink.ACL{Resource: sink.ResourceGroup, Name: g.txnPrefix, Prefixed: true, Operation: sink.OpRead})
 	for _, p := range g.principals {
 		for _, a := range acls {
 			op, err := kmsg.ParseACLOperation(a.Operation)
@@ -86,9 +89,12 @@ func grantACLs(ctx context.Context, out io.Writer, brokers string, admin adminAu
 				return fmt.Errorf("parsing operation %s: %w", a.Operation, err)
 			}
 			b := kadm.NewACLs().Allow(p).AllowHosts("*").Operations(op).ResourcePatternType(kadm.ACLPatternPrefixed)
-			if a.Resource == sink.ResourceTopic {
+			switch a.Resource {
+			case sink.ResourceTopic:
 				b = b.Topics(a.Name)
-			} else {
+			case sink.ResourceGroup:
+				b = b.Groups(a.Name)
+			default:
 				b = b.TransactionalIDs(a.Name)
 			}
 			res, err := adm.CreateACLs(ctx, b)
