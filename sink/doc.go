@@ -45,12 +45,13 @@
 //     records may be visible.
 //   - ErrNotAuthorized (*AuthorizationError): the brokers refused a
 //     request for a missing ACL (TopicAuthorizationFailed,
-//     TransactionalIDAuthorizationFailed, ClusterAuthorizationFailed). The
-//     error names the ACL, the principal (Config.Principal) and the
-//     kafka-acls.sh command that grants it; a failed record's transaction
-//     is aborted (ErrAborted too), a refused transactional id leaves the
-//     Producer unusable. Permanent: RequiredACLs lists what the bridge
-//     needs.
+//     TransactionalIDAuthorizationFailed, ClusterAuthorizationFailed,
+//     GroupAuthorizationFailed). The error names the ACL, the principal
+//     (Config.Principal) and the kafka-acls.sh command that grants it; a
+//     failed record's transaction is aborted (ErrAborted too), a refused
+//     transactional id leaves the Producer unusable, a refused cluster
+//     membership or claim ends Group.Run. Permanent: RequiredACLs lists
+//     what the bridge needs, ClusterACLs what cluster mode adds.
 //
 // After ErrFenced, ErrUnknownOutcome or a refused transactional id the
 // Producer refuses all work.
