@@ -227,7 +227,7 @@ func (h *harness) runClusterUntil(t *testing.T) error {
 		switch {
 		case all && ok.IsZero():
 			ok = time.Now()
-		case !ok.IsZero() && time.Since(ok) > 5*time.Second:
+		case !ok.IsZero() && time.Since(ok) > 2*time.Second:
 			cancel()
 			return <-done
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -52,6 +53,9 @@ type StreamOwner struct {
 	StaleWhy string
 	// NoOwner says why no live member owns the stream ("" when one does).
 	NoOwner string
+	// Workers are the owners of the stream's backfill workers (cluster
+	// items of their own, "{stream}#backfill.{k}"; Stream is the item).
+	Workers []StreamOwner
 }
 
 // Cluster describes cluster gc's group and its claims (sink.Admin's
@@ -71,52 +75,83 @@ func Cluster(ctx context.Context, adm *sink.Admin, r *sink.Reader, gc sink.Group
 // clusterStatus cross-checks st's claims with its live assignment.
 func clusterStatus(st sink.ClusterState, gc sink.GroupConfig, streams []config.StreamConfig) ClusterStatus {
 	out := ClusterStatus{Group: gc.Group, Topic: gc.Topic, State: st.State, Protocol: st.Protocol, Members: st.Members}
-	live := map[string]*sink.ClusterMember{}
-	for i := range st.Members {
-		live[st.Members[i].ID] = &st.Members[i]
-	}
 	for _, sc := range streams {
-		so := StreamOwner{Stream: sc.ID, Weight: max(sc.Weight, 1)}
-		reported := 0
-		knows := false // some member's configuration has the stream
-		for i := range st.Members {
-			m := &st.Members[i]
+		so := itemOwner(st, gc, sc.ID, max(sc.Weight, 1))
+		// The stream's other items (its backfill workers,
+		// "{stream}#backfill.{k}": '#' is not legal in a stream id).
+		workers := map[string]bool{}
+		for _, m := range st.Members {
 			for _, it := range m.Items {
-				if it.ID == sc.ID {
-					knows = true
-					reported = max(reported, it.Weight)
-				}
-			}
-			if slices.Contains(m.Owns, sc.ID) && so.Owner == nil {
-				so.Owner = m
-			}
-		}
-		if reported > 0 {
-			so.Weight = reported
-		}
-		if so.Owner != nil {
-			for _, it := range so.Owner.Items {
-				if it.ID == sc.ID {
-					so.Weight = it.Weight
+				if strings.HasPrefix(it.ID, sc.ID+"#") {
+					workers[it.ID] = true
 				}
 			}
 		}
-		if c, ok := st.Claims[sc.ID]; ok {
-			switch m := live[c.Member]; {
-			case so.Owner != nil && c.Member == so.Owner.ID:
-				so.Generation, so.Since, so.Hostname = c.Generation, c.Since, c.Host
-			case m == nil:
-				so.Stale, so.StaleWhy = &c, "its member is no longer in the group"
-			default:
-				so.Stale, so.StaleWhy = &c, "its member is in the group but no longer owns the stream"
+		for id := range st.Claims {
+			if strings.HasPrefix(id, sc.ID+"#") {
+				workers[id] = true
 			}
 		}
-		if so.Owner == nil {
-			so.NoOwner = noOwner(st, gc, knows)
+		for _, id := range slices.Sorted(maps.Keys(workers)) {
+			so.Workers = append(so.Workers, itemOwner(st, gc, id, 0))
 		}
 		out.Streams = append(out.Streams, so)
 	}
 	return out
+}
+
+// itemOwner says who owns cluster item id (a stream, or one of its
+// backfill workers) of configured weight.
+func itemOwner(st sink.ClusterState, gc sink.GroupConfig, id string, weight int) StreamOwner {
+	so := StreamOwner{Stream: id, Weight: weight}
+	reported, knows := -1, false // knows: some member's configuration has the item
+	for i := range st.Members {
+		m := &st.Members[i]
+		for _, it := range m.Items {
+			if it.ID == id {
+				knows = true
+				reported = max(reported, it.Weight)
+			}
+		}
+		if slices.Contains(m.Owns, id) && so.Owner == nil {
+			so.Owner = m
+		}
+	}
+	if reported >= 0 {
+		so.Weight = reported
+	}
+	if so.Owner != nil {
+		for _, it := range so.Owner.Items {
+			if it.ID == id {
+				so.Weight = it.Weight // the owner's report wins
+			}
+		}
+	}
+	if c, ok := st.Claims[id]; ok {
+		switch m := liveMember(st, c.Member); {
+		case so.Owner != nil && c.Member == so.Owner.ID:
+			so.Generation, so.Since, so.Hostname = c.Generation, c.Since, c.Host
+		case m == nil:
+			so.Stale, so.StaleWhy = &c, "its member is no longer in the group"
+		default:
+			so.Stale, so.StaleWhy = &c, "its member is in the group but no longer owns the stream"
+		}
+	}
+	if so.Owner == nil {
+		so.NoOwner = noOwner(st, gc, knows)
+	}
+	return so
+}
+
+// liveMember returns the member of st with id, nil when it is not in the
+// group.
+func liveMember(st sink.ClusterState, id string) *sink.ClusterMember {
+	for i := range st.Members {
+		if st.Members[i].ID == id {
+			return &st.Members[i]
+		}
+	}
+	return nil
 }
 
 // noOwner says why no live member owns a stream.
@@ -167,10 +202,18 @@ func (s StreamOwner) WriteText(w io.Writer) {
 	case s.Owner != nil && s.Since.IsZero():
 		fmt.Fprintf(w, "%s: owner member %s, weight %d; its claim (generation, since) is not recorded yet\n", s.Stream, memberText(*s.Owner), s.Weight)
 	case s.Owner != nil:
-		fmt.Fprintf(w, "%s: owner member %s on %s, generation %d, since %s, weight %d\n", s.Stream, memberText(*s.Owner), orNone(s.Hostname),
+		on := ""
+		if s.Hostname != "" {
+			on = " on " + s.Hostname
+		}
+		fmt.Fprintf(w, "%s: owner member %s%s, generation %d, since %s, weight %d\n", s.Stream, memberText(*s.Owner), on,
 			s.Generation, s.Since.Format(time.RFC3339), s.Weight)
 	default:
 		fmt.Fprintf(w, "%s: no owner: %s (weight %d)\n", s.Stream, s.NoOwner, s.Weight)
+	}
+	for _, wk := range s.Workers {
+		fmt.Fprint(w, "  backfill worker ")
+		wk.WriteText(w)
 	}
 	if c := s.Stale; c != nil {
 		fmt.Fprintf(w, "  stale claim: member %s (instance %s, host %s), generation %d, since %s, recorded %s: %s\n",

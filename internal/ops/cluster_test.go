@@ -20,13 +20,16 @@ func TestClusterStatusCrossChecks(t *testing.T) {
 	gc := sink.GroupConfig{Group: "g", Topic: "g.cluster"}
 	since := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	a := sink.ClusterMember{ID: "a", InstanceID: "pod-a", ClientID: "amp-kafka-bridge", Host: "/10.0.0.1",
-		Items: []sink.GroupItem{{ID: "s1", Weight: 4}, {ID: "s2", Weight: 1}, {ID: "s3", Weight: 2}}, Owns: []string{"s1"}}
+		Items: []sink.GroupItem{{ID: "s1", Weight: 4}, {ID: "s1#backfill.0", Weight: 0}, {ID: "s1#backfill.1", Weight: 4}, {ID: "s2", Weight: 1}, {ID: "s3", Weight: 2}},
+		Owns:  []string{"s1", "s1#backfill.1"}}
 	b := sink.ClusterMember{ID: "b", ClientID: "amp-kafka-bridge", Host: "/10.0.0.2",
-		Items: []sink.GroupItem{{ID: "s1", Weight: 1}, {ID: "s2", Weight: 1}, {ID: "s3", Weight: 2}}, Owns: []string{"s2"}}
+		Items: []sink.GroupItem{{ID: "s1", Weight: 1}, {ID: "s1#backfill.0", Weight: 0}, {ID: "s1#backfill.1", Weight: 0}, {ID: "s2", Weight: 1}, {ID: "s3", Weight: 2}},
+		Owns:  []string{"s1#backfill.0", "s2"}}
 	claims := map[string]sink.Claim{
-		"s1": {Item: "s1", Member: "a", Instance: "pod-a", Host: "host-a", Generation: 7, Since: since},
-		"s2": {Item: "s2", Member: "a", Generation: 5, Since: since}, // s2 moved to b, which has not claimed it yet
-		"s3": {Item: "s3", Member: "gone", Host: "host-gone", Generation: 4, Since: since},
+		"s1":            {Item: "s1", Member: "a", Instance: "pod-a", Host: "host-a", Generation: 7, Since: since},
+		"s2":            {Item: "s2", Member: "a", Generation: 5, Since: since}, // s2 moved to b, which has not claimed it yet
+		"s3":            {Item: "s3", Member: "gone", Host: "host-gone", Generation: 4, Since: since},
+		"s1#backfill.0": {Item: "s1#backfill.0", Member: "b", Generation: 7, Since: since},
 	}
 	streams := []config.StreamConfig{{ID: "s1", Weight: 1}, {ID: "s2"}, {ID: "s3", Weight: 2}, {ID: "s4", Weight: 3}}
 	for _, tc := range []struct {
@@ -45,6 +48,16 @@ func TestClusterStatusCrossChecks(t *testing.T) {
 				assert.Equal(t, "host-a", s1.Hostname)
 				assert.Equal(t, 4, s1.Weight, "its owner's reported weight (backfilling there)")
 				assert.Nil(t, s1.Stale)
+				require.Len(t, s1.Workers, 2, "its backfill workers, items of their own")
+				assert.Equal(t, "s1#backfill.0", s1.Workers[0].Stream)
+				require.NotNil(t, s1.Workers[0].Owner)
+				assert.Equal(t, "b", s1.Workers[0].Owner.ID)
+				assert.Equal(t, int32(7), s1.Workers[0].Generation)
+				assert.Zero(t, s1.Workers[0].Weight, "an idle worker weighs 0")
+				assert.Equal(t, "a", s1.Workers[1].Owner.ID)
+				assert.Equal(t, 4, s1.Workers[1].Weight, "its owner's report wins")
+				s2w, _ := st.Owner("s2")
+				assert.Empty(t, s2w.Workers)
 
 				s2, _ := st.Owner("s2")
 				require.NotNil(t, s2.Owner)
@@ -73,7 +86,8 @@ func TestClusterStatusCrossChecks(t *testing.T) {
 				}
 				t.Log(out.String())
 				assert.Contains(t, out.String(), "s3: no owner: ")
-				assert.Contains(t, out.String(), "member b (instance none, host /10.0.0.2, client amp-kafka-bridge): owns s2")
+				assert.Contains(t, out.String(), "  backfill worker s1#backfill.0: owner member b ")
+				assert.Contains(t, out.String(), "member b (instance none, host /10.0.0.2, client amp-kafka-bridge): owns s1#backfill.0, s2")
 			}},
 		{"rebalancing", sink.ClusterState{State: "PreparingRebalance", Members: []sink.ClusterMember{b}, Claims: claims},
 			func(t *testing.T, st ClusterStatus) {
