@@ -403,10 +403,24 @@ type ClusterState struct {
 
 // DescribeCluster describes group gc.Group and reads gc.Topic's claims.
 func (a *Admin) DescribeCluster(ctx context.Context, gc GroupConfig, r *Reader) (ClusterState, error) {
-	gs, err := a.adm.DescribeGroups(ctx, gc.Group)
-	d := gs[gc.Group]
-	if err == nil {
-		err = d.Err
+	var d kadm.DescribedGroup
+	var err error
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		var gs kadm.DescribedGroups
+		gs, err = a.adm.DescribeGroups(ctx, gc.Group)
+		d = gs[gc.Group]
+		if err == nil {
+			err = d.Err
+		}
+		// The group coordinator of a new cluster (its __consumer_offsets
+		// being created) or a moved one answers in a moment.
+		if err == nil || !kerr.IsRetriable(err) || ctx.Err() != nil {
+			break
+		}
+		if serr := sleepCtx(ctx, wait); serr != nil {
+			err = fmt.Errorf("%w (retrying: %w)", err, serr)
+			break
+		}
 	}
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		// Kafka 4's coordinator: no member ever joined (or the group

@@ -55,7 +55,7 @@ func secureCluster(t *testing.T, k *testenv.KafkaBroker, base services, user str
 // sink.RequiredACLs and sink.ClusterACLs list: bridge status of two
 // members (clusterStatusReal), each cluster ACL removed in turn
 // (clusterACLs), and bridge status of a principal without Describe on the
-// group.
+// group, then with Describe alone.
 func clusterSecure(t *testing.T, k *testenv.KafkaBroker, base services) {
 	t.Run("status", func(t *testing.T) {
 		t.Parallel()
@@ -75,6 +75,11 @@ func clusterSecure(t *testing.T, k *testenv.KafkaBroker, base services) {
 		t.Logf("status without group Describe: %v", err)
 		want := sink.ACL{Resource: sink.ResourceGroup, Name: h.cfg.Cluster.Group, Operation: sink.OpDescribe}
 		requireNamedACL(t, err, "User:cluster-status", h.cfg.Kafka.Brokers[0], want)
+		// Describe is all bridge status needs on the group (not Read).
+		k.Grant("User:cluster-status", testenv.ACL(want))
+		st, err := b.clusterStatus(t.Context())
+		require.NoError(t, err, "with Describe on the group")
+		assert.Contains(t, st.Streams[0].NoOwner, "no member of cluster group")
 	})
 }
 
