@@ -146,7 +146,11 @@ func New(cfg Config, d Deps) *Member {
 // ExitOnStreamFailure.
 func (m *Member) Run(ctx context.Context) error {
 	m.ctx = ctx
-	if err := m.d.Admin.EnsureCoordinationTopic(ctx, m.cfg.Group.Topic, int32(max(len(m.cfg.Streams), 1)), m.cfg.ReplicationFactor); err != nil {
+	// A slot per item, and some to spare: a slot stays with a member that
+	// releases its item until the next round, and members of an older
+	// configuration may hold slots of items this one does not have.
+	n := len(m.cfg.Streams)
+	if err := m.d.Admin.EnsureCoordinationTopic(ctx, m.cfg.Group.Topic, int32(n+n/4+2), m.cfg.ReplicationFactor); err != nil {
 		return fmt.Errorf("preparing cluster coordination topic %q: %w", m.cfg.Group.Topic, err)
 	}
 	for _, s := range m.cfg.Streams {
