@@ -34,6 +34,7 @@ const (
 	OpDescribe        = "Describe"
 	OpDescribeConfigs = "DescribeConfigs"
 	OpIdempotentWrite = "IdempotentWrite"
+	OpAlter           = "Alter"
 )
 
 // ACL is one allow rule for the bridge's principal: Operation on the
