@@ -174,6 +174,26 @@ func RequiredACLs(cfg Config, createTopics bool, topics ...string) []ACL {
 	return out
 }
 
+// ClusterACLs returns the ACLs a cluster member (group.go) needs beside
+// RequiredACLs: Read on its group (joining, heartbeats, leaving; it implies
+// the Describe that describing the group takes), and on the coordination
+// topic Read (reading the members' claims back), Write (recording this
+// member's claims) and, when the bridge creates it (createTopic), Create
+// and Alter (growing it by a partition for each stream added). Describe on
+// the topic (its metadata, the group's offsets of it) is implied by Read
+// and Write.
+func ClusterACLs(gc GroupConfig, createTopic bool) []ACL {
+	out := []ACL{{Resource: ResourceGroup, Name: gc.Group, Operation: OpRead}}
+	ops := []string{OpRead, OpWrite}
+	if createTopic {
+		ops = append(ops, OpCreate, OpAlter)
+	}
+	for _, op := range ops {
+		out = append(out, ACL{Resource: ResourceTopic, Name: gc.Topic, Operation: op})
+	}
+	return out
+}
+
 // Principal returns the principal the brokers see for cfg with Kafka's
 // default principal builder, as kafka-acls.sh takes it: User:<username>
 // with SASL; User:<the client certificate's subject> (e.g. User:CN=bridge)
