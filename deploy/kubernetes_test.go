@@ -254,7 +254,7 @@ func checkClusterRollout(t *testing.T, dep, pdb k8sObject, replicas int, cfg *co
 	}
 	maxUn, hasMax := intOrPercent(t, pdb.Spec.MaxUnavailable, replicas, true)
 	minAv, hasMin := intOrPercent(t, pdb.Spec.MinAvailable, replicas, true)
-	require.True(t, hasMax != hasMin, "the PodDisruptionBudget needs exactly one of maxUnavailable and minAvailable")
+	require.NotEqual(t, hasMax, hasMin, "the PodDisruptionBudget needs exactly one of maxUnavailable and minAvailable")
 	if hasMin {
 		maxUn = replicas - minAv
 	}
