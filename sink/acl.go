@@ -34,6 +34,7 @@ const (
 	OpDescribe        = "Describe"
 	OpDescribeConfigs = "DescribeConfigs"
 	OpIdempotentWrite = "IdempotentWrite"
+	OpAlter           = "Alter"
 )
 
 // ACL is one allow rule for the bridge's principal: Operation on the
@@ -169,6 +170,26 @@ func RequiredACLs(cfg Config, createTopics bool, topics ...string) []ACL {
 	}
 	if cfg.Delivery != DeliveryAtLeastOnce {
 		out = append(out, ACL{Resource: ResourceTransactionalID, Name: cfg.TransactionalIDPrefix + ".", Prefixed: true, Operation: OpWrite})
+	}
+	return out
+}
+
+// ClusterACLs returns the ACLs a cluster member (group.go) needs beside
+// RequiredACLs: Read on its group (joining, heartbeats, leaving; it implies
+// the Describe that describing the group takes), and on the coordination
+// topic Read (reading the members' claims back), Write (recording this
+// member's claims) and, when the bridge creates it (createTopic), Create
+// and Alter (growing it by a partition for each stream added). Describe on
+// the topic (its metadata, the group's offsets of it) is implied by Read
+// and Write.
+func ClusterACLs(gc GroupConfig, createTopic bool) []ACL {
+	out := []ACL{{Resource: ResourceGroup, Name: gc.Group, Operation: OpRead}}
+	ops := []string{OpRead, OpWrite}
+	if createTopic {
+		ops = append(ops, OpCreate, OpAlter)
+	}
+	for _, op := range ops {
+		out = append(out, ACL{Resource: ResourceTopic, Name: gc.Topic, Operation: op})
 	}
 	return out
 }
