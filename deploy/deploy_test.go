@@ -1,7 +1,8 @@
 // Package deploy_test checks the deployment files under deploy/: the
-// Kubernetes manifest, the systemd unit, the Prometheus alert rules and the
-// Grafana dashboard. Every YAML and JSON file must parse, the ConfigMap's
-// bridge.yaml must pass `bridge validate`, and every metric name used by the
+// Kubernetes manifests (kubernetes_test.go), the systemd unit, the Prometheus
+// alert rules and the Grafana dashboard. Every YAML and JSON file must parse,
+// each ConfigMap's bridge.yaml must load with the bridge's config loader and
+// pass `bridge validate`, and every metric name used by the
 // alerts and the dashboard must be one the bridge really exports (read from
 // the Go sources of cmd/bridge and sink, and from franz-go's kprom and
 // client_golang's collectors in the module cache).
@@ -34,6 +35,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/cluster"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/health"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/pipeline"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
@@ -91,6 +93,7 @@ func TestYAMLFilesParse(t *testing.T) {
 		}))
 	}
 	require.ElementsMatch(t, []string{
+		filepath.Join("kubernetes", "cluster.yaml"),
 		filepath.Join("kubernetes", "sidecar.yaml"),
 		filepath.Join("prometheus", "alerts.yaml"),
 		filepath.Join("prometheus", "alerts_test.yaml"),
@@ -100,186 +103,7 @@ func TestYAMLFilesParse(t *testing.T) {
 	}
 }
 
-// ---- Kubernetes ----------------------------------------------------------
-
-type k8sObject struct {
-	Kind     string `yaml:"kind"`
-	Metadata struct {
-		Name string `yaml:"name"`
-	} `yaml:"metadata"`
-	Data       map[string]string `yaml:"data"`
-	StringData map[string]string `yaml:"stringData"`
-	Spec       struct {
-		Replicas *int `yaml:"replicas"`
-		Strategy struct {
-			Type string `yaml:"type"`
-		} `yaml:"strategy"`
-		Template struct {
-			Metadata struct {
-				Annotations map[string]string `yaml:"annotations"`
-			} `yaml:"metadata"`
-			Spec struct {
-				TerminationGracePeriodSeconds *int        `yaml:"terminationGracePeriodSeconds"`
-				Containers                    []container `yaml:"containers"`
-				Volumes                       []struct {
-					Name      string `yaml:"name"`
-					ConfigMap *struct {
-						Name string `yaml:"name"`
-					} `yaml:"configMap"`
-				} `yaml:"volumes"`
-			} `yaml:"spec"`
-		} `yaml:"template"`
-	} `yaml:"spec"`
-}
-
-type container struct {
-	Name    string   `yaml:"name"`
-	Image   string   `yaml:"image"`
-	Command []string `yaml:"command"`
-	Args    []string `yaml:"args"`
-	Ports   []struct {
-		Name          string `yaml:"name"`
-		ContainerPort int    `yaml:"containerPort"`
-	} `yaml:"ports"`
-	Env []struct {
-		Name      string `yaml:"name"`
-		Value     string `yaml:"value"`
-		ValueFrom *struct {
-			SecretKeyRef *struct {
-				Name string `yaml:"name"`
-				Key  string `yaml:"key"`
-			} `yaml:"secretKeyRef"`
-		} `yaml:"valueFrom"`
-	} `yaml:"env"`
-	Resources struct {
-		Requests map[string]string `yaml:"requests"`
-		Limits   map[string]string `yaml:"limits"`
-	} `yaml:"resources"`
-	LivenessProbe  *probe `yaml:"livenessProbe"`
-	ReadinessProbe *probe `yaml:"readinessProbe"`
-	VolumeMounts   []struct {
-		Name      string `yaml:"name"`
-		MountPath string `yaml:"mountPath"`
-	} `yaml:"volumeMounts"`
-}
-
-type probe struct {
-	HTTPGet *struct {
-		Path string    `yaml:"path"`
-		Port yaml.Node `yaml:"port"`
-	} `yaml:"httpGet"`
-}
-
-func sidecarObjects(t *testing.T) map[string]k8sObject {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("kubernetes", "sidecar.yaml"))
-	require.NoError(t, err)
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	objs := map[string]k8sObject{}
-	for {
-		var o k8sObject
-		if err := dec.Decode(&o); errors.Is(err, io.EOF) {
-			break
-		} else {
-			require.NoError(t, err)
-		}
-		require.NotContains(t, objs, o.Kind, "two objects of kind %s", o.Kind)
-		objs[o.Kind] = o
-	}
-	for _, kind := range []string{"ConfigMap", "Secret", "Deployment"} {
-		require.Contains(t, objs, kind, "kubernetes/sidecar.yaml needs a %s", kind)
-	}
-	return objs
-}
-
-func TestSidecarManifest(t *testing.T) {
-	objs := sidecarObjects(t)
-	cm, secret, dep := objs["ConfigMap"], objs["Secret"], objs["Deployment"]
-
-	require.NotNil(t, dep.Spec.Replicas)
-	assert.Equal(t, 1, *dep.Spec.Replicas, "one replica per stream id: a second instance is fenced by the transactional id")
-	assert.Equal(t, "Recreate", dep.Spec.Strategy.Type, "a rolling update would run two instances of the same stream id")
-	pod := dep.Spec.Template.Spec
-	require.NotNil(t, pod.TerminationGracePeriodSeconds)
-	assert.GreaterOrEqual(t, time.Duration(*pod.TerminationGracePeriodSeconds)*time.Second, shutdownBudget+10*time.Second,
-		"terminationGracePeriodSeconds must cover the graceful shutdown (%s) with a margin", shutdownBudget)
-
-	ann := dep.Spec.Template.Metadata.Annotations
-	assert.Equal(t, "true", ann["prometheus.io/scrape"])
-	assert.Equal(t, strconv.Itoa(metricsPort), ann["prometheus.io/port"])
-	assert.Equal(t, "/metrics", ann["prometheus.io/path"])
-
-	require.Len(t, pod.Containers, 2, "an application container and the bridge")
-	i := slices.IndexFunc(pod.Containers, func(c container) bool { return strings.HasPrefix(c.Image, "amp-kafka-bridge:") })
-	require.GreaterOrEqual(t, i, 0, "no container runs the amp-kafka-bridge image")
-	br := pod.Containers[i]
-	assert.Equal(t, "amp-kafka-bridge:VERSION", br.Image)
-	assert.Equal(t, []string{"bridge", "run", "-c", "/etc/bridge/bridge.yaml"}, append(slices.Clone(br.Command), br.Args...))
-
-	ports := map[string]int{}
-	for _, p := range br.Ports {
-		ports[p.Name] = p.ContainerPort
-	}
-	for name, pr := range map[string]*probe{"/livez": br.LivenessProbe, "/readyz": br.ReadinessProbe} {
-		require.NotNil(t, pr, "probe on %s missing", name)
-		require.NotNil(t, pr.HTTPGet, "probe on %s must be httpGet", name)
-		assert.Equal(t, name, pr.HTTPGet.Path)
-		port, err := strconv.Atoi(pr.HTTPGet.Port.Value)
-		if err != nil {
-			port = ports[pr.HTTPGet.Port.Value]
-		}
-		assert.Equal(t, metricsPort, port, "probe on %s: port %q", name, pr.HTTPGet.Port.Value)
-	}
-
-	for _, kind := range []string{"requests", "limits"} {
-		m := br.Resources.Requests
-		if kind == "limits" {
-			m = br.Resources.Limits
-		}
-		assert.NotEmpty(t, m["cpu"], "bridge resources.%s.cpu", kind)
-		assert.NotEmpty(t, m["memory"], "bridge resources.%s.memory", kind)
-	}
-
-	// Secrets come from the Secret through the environment, and each
-	// referenced key exists.
-	fromSecret := map[string]bool{}
-	for _, e := range br.Env {
-		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
-			continue
-		}
-		ref := e.ValueFrom.SecretKeyRef
-		assert.Equal(t, secret.Metadata.Name, ref.Name, "env %s", e.Name)
-		assert.Contains(t, secret.StringData, ref.Key, "env %s refers to a key the Secret lacks", e.Name)
-		fromSecret[e.Name] = true
-	}
-	for _, name := range []string{"BRIDGE_AMP_TOKEN", "BRIDGE_KAFKA_SASL_PASSWORD", "BRIDGE_CHECKPOINT_REDIS_PASSWORD"} {
-		assert.True(t, fromSecret[name], "%s must come from the Secret", name)
-	}
-	assert.NotContains(t, cm.Data["bridge.yaml"], "password:", "no secret in the ConfigMap")
-
-	// The config file is mounted where the command reads it.
-	var cfgVolume string
-	for _, v := range pod.Volumes {
-		if v.ConfigMap != nil && v.ConfigMap.Name == cm.Metadata.Name {
-			cfgVolume = v.Name
-		}
-	}
-	require.NotEmpty(t, cfgVolume, "no volume mounts the ConfigMap %s", cm.Metadata.Name)
-	assert.True(t, slices.ContainsFunc(br.VolumeMounts, func(m struct {
-		Name      string `yaml:"name"`
-		MountPath string `yaml:"mountPath"`
-	}) bool {
-		return m.Name == cfgVolume && m.MountPath == "/etc/bridge"
-	}), "the ConfigMap must be mounted at /etc/bridge")
-
-	var cfg struct {
-		HTTP struct {
-			Addr string `yaml:"addr"`
-		} `yaml:"http"`
-	}
-	require.NoError(t, yaml.Unmarshal([]byte(cm.Data["bridge.yaml"]), &cfg))
-	assert.Equal(t, fmt.Sprintf("0.0.0.0:%d", metricsPort), cfg.HTTP.Addr, "probes and Prometheus reach the pod IP")
-}
+// ---- the bridge binary ---------------------------------------------------
 
 var (
 	buildOnce sync.Once
@@ -323,27 +147,6 @@ func validate(t *testing.T, path string, env map[string]string) (string, error) 
 	}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-func TestSidecarConfigValidates(t *testing.T) {
-	cm := sidecarObjects(t)["ConfigMap"]
-	path := filepath.Join(t.TempDir(), "bridge.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(cm.Data["bridge.yaml"]), 0o600))
-	secrets := map[string]string{
-		"BRIDGE_AMP_TOKEN":                 "test-token",
-		"BRIDGE_KAFKA_SASL_PASSWORD":       "test-password",
-		"BRIDGE_CHECKPOINT_REDIS_PASSWORD": "test-password",
-	}
-	out, err := validate(t, path, secrets)
-	require.NoError(t, err, "bridge validate rejected the ConfigMap's bridge.yaml:\n%s", out)
-	assert.Contains(t, out, "valid, 1 stream(s)")
-
-	// The validation is real: without the SASL password from the Secret the
-	// same file is refused, naming the key.
-	delete(secrets, "BRIDGE_KAFKA_SASL_PASSWORD")
-	out, err = validate(t, path, secrets)
-	require.Error(t, err, "validate accepted SASL without a password:\n%s", out)
-	assert.Contains(t, out, "kafka.sasl")
 }
 
 // ---- systemd -------------------------------------------------------------
@@ -631,10 +434,11 @@ func readSource(t *testing.T, path string) string {
 
 // gatheredMetrics returns the names of the metrics the bridge's registry
 // holds after one transaction of a stream: the pipeline's (pipeline.NewMetrics,
-// every series created), the sink's and franz-go's kprom client metrics (a
-// sink.Producer on that registry commits one record to kfake), and the Go
-// and process collectors cmd/bridge registers. own are the bridge's own
-// metrics: the pipeline's and the sink's.
+// every series created), a cluster member's (cluster.New), the sink's and
+// franz-go's kprom client metrics (a sink.Producer on that registry commits
+// one record to kfake), and the Go and process collectors cmd/bridge
+// registers. own are the bridge's own metrics: the pipeline's, the cluster
+// member's and the sink's.
 func gatheredMetrics(t *testing.T) (known, own map[string]bool) {
 	t.Helper()
 	names := func(reg *prometheus.Registry) map[string]bool {
@@ -650,6 +454,13 @@ func gatheredMetrics(t *testing.T) (known, own map[string]bool) {
 	pipeline.NewMetrics(ownReg).Init("s", "mainnet")
 	health.New(health.Config{}, ownReg, nil, nil).Stream("s")
 	own = names(ownReg)
+	// A cluster member's (cluster mode): families that exist before the
+	// first rebalance are read from the collectors' descriptions.
+	clusterReg := &describingRegisterer{Registry: prometheus.NewRegistry()}
+	cluster.New(cluster.Config{}, cluster.Deps{Registerer: clusterReg})
+	for n := range clusterReg.described(t) {
+		own[n] = true
+	}
 
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1))
 	require.NoError(t, err)
@@ -801,11 +612,34 @@ func TestDashboard(t *testing.T) {
 		}
 		require.NotEmpty(t, p.Targets, "panel %q has no query", p.Title)
 		for _, tg := range p.Targets {
-			if strings.Contains(tg.Expr, "amp_bridge_") {
+			if strings.Contains(tg.Expr, "amp_bridge_") && !memberOnly(t, tg.Expr) {
 				assert.Contains(t, tg.Expr, `stream=~"$stream"`, "panel %q ignores the stream variable: %s", p.Title, tg.Expr)
 			}
 		}
 	}
+}
+
+// memberMetrics are a cluster member's metrics without a stream label
+// (internal/cluster/metrics.go): a panel of only these cannot filter by
+// stream.
+var memberMetrics = map[string]bool{
+	"amp_bridge_cluster_owned_streams": true, "amp_bridge_cluster_generation": true,
+	"amp_bridge_cluster_rebalances_total": true, "amp_bridge_cluster_rebalance_seconds_bucket": true,
+	"amp_bridge_cluster_release_seconds_bucket": true,
+}
+
+// memberOnly reports whether every amp_bridge_ metric of expr is one of
+// memberMetrics.
+func memberOnly(t *testing.T, expr string) bool {
+	t.Helper()
+	names, err := metricNames(expr)
+	require.NoError(t, err, expr)
+	for _, n := range names {
+		if strings.HasPrefix(n, "amp_bridge_") && !memberMetrics[n] {
+			return false
+		}
+	}
+	return true
 }
 
 type ruleFile struct {

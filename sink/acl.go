@@ -33,8 +33,8 @@ const (
 	OpCreate          = "Create"
 	OpDescribe        = "Describe"
 	OpDescribeConfigs = "DescribeConfigs"
-	OpAlter           = "Alter"
 	OpIdempotentWrite = "IdempotentWrite"
+	OpAlter           = "Alter"
 )
 
 // ACL is one allow rule for the bridge's principal: Operation on the
@@ -175,20 +175,21 @@ func RequiredACLs(cfg Config, createTopics bool, topics ...string) []ACL {
 	return out
 }
 
-// ClusterACLs returns what a member of cluster gc needs beyond
-// RequiredACLs (cluster mode, README "Security"): Read on the group
-// (JoinGroup, SyncGroup, Heartbeat, LeaveGroup; Kafka implies from it the
-// Describe that FindCoordinator, the offset fetch at each assignment and
-// bridge status's DescribeGroups need), and on the coordination topic Read
-// (bridge status reads the claims; it implies the Describe of the group's
-// metadata and offsets), Write (each member records the streams it owns)
-// and Create when the bridge creates it (createTopic). Growing the topic
-// when streams are added takes Alter on it too (or grow it yourself).
+// ClusterACLs returns the ACLs a cluster member (group.go) needs beside
+// RequiredACLs: Read on its group (joining, heartbeats, leaving; it implies
+// the Describe that finding the coordinator and bridge status's
+// DescribeGroups take), and on the coordination topic Read (bridge status
+// reads the members' claims back; a member itself needs only the Describe
+// that Write implies), Write (recording this member's claims; without it
+// Group.Run ends on the named error) and, when the bridge creates it
+// (createTopic), Create and Alter (growing it by a partition for each
+// stream added). Describe on the topic (its metadata, the group's offsets
+// of it) is implied by Read and Write.
 func ClusterACLs(gc GroupConfig, createTopic bool) []ACL {
 	out := []ACL{{Resource: ResourceGroup, Name: gc.Group, Operation: OpRead}}
 	ops := []string{OpRead, OpWrite}
 	if createTopic {
-		ops = append(ops, OpCreate)
+		ops = append(ops, OpCreate, OpAlter)
 	}
 	for _, op := range ops {
 		out = append(out, ACL{Resource: ResourceTopic, Name: gc.Topic, Operation: op})
@@ -269,7 +270,7 @@ func (e *AuthorizationError) Error() string {
 		fmt.Fprintf(&b, " (or %s)", a)
 	}
 	fmt.Fprintf(&b, "; grant it with `%s`", e.Missing.Command(e.Bootstrap, e.Principal))
-	b.WriteString(" (the README's Security section lists every ACL the bridge needs)")
+	b.WriteString(" (the README's Security and Cluster mode sections list every ACL the bridge needs)")
 	if e.Err != nil {
 		fmt.Fprintf(&b, ": %v", e.Err)
 	}

@@ -12,8 +12,9 @@ import (
 )
 
 // TestACLsDocumented pins the least-privileged ACLs (RequiredACLs, proved
-// minimal on the real broker by cmd/bridge's TestIntegrationSecureKafka): the
-// README's Security section carries them as kafka-acls.sh commands for the
+// minimal on the real broker by cmd/bridge's TestIntegrationSecureKafka, and
+// ClusterACLs, by TestIntegrationClusterACLs): the README's Security and
+// Cluster mode sections carry them as kafka-acls.sh commands for the
 // default names; a change must change it too.
 func TestACLsDocumented(t *testing.T) {
 	cfg := DefaultConfig()
@@ -29,23 +30,29 @@ func TestACLsDocumented(t *testing.T) {
 	}, cmds)
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	require.NoError(t, err)
-
-	// Cluster mode adds the group and the coordination topic, default
-	// names (config's cluster.group and cluster.topic defaults).
-	ccmds := ACLCommands("kafka-1:9093", cfg.Principal(), ClusterACLs(GroupConfig{Group: "amp-kafka-bridge.cluster", Topic: "amp-kafka-bridge.cluster"}, true))
-	assert.Equal(t, []string{
-		"kafka-acls.sh --bootstrap-server kafka-1:9093 --command-config admin.properties --add --allow-principal User:bridge " +
-			"--operation Read --group amp-kafka-bridge.cluster",
-		"kafka-acls.sh --bootstrap-server kafka-1:9093 --command-config admin.properties --add --allow-principal User:bridge " +
-			"--operation Read --operation Write --operation Create --topic amp-kafka-bridge.cluster",
-	}, ccmds)
-	for _, c := range append(cmds, ccmds...) {
+	for _, c := range cmds {
 		if !strings.Contains(string(readme), "\n"+c+"\n") { // not assert.Contains: it would print the whole README
 			t.Errorf("the README's Security section lacks the line\n%s", c)
 		}
 	}
-	for _, a := range ClusterACLs(GroupConfig{Group: "g", Topic: "t"}, false) {
-		assert.NotEqual(t, OpCreate, a.Operation, "a coordination topic created by hand needs no Create: %s", a)
+
+	// Cluster mode's, for the default group and coordination topic
+	// (proved enough and the least by TestIntegrationClusterACLs).
+	gc := GroupConfig{Group: cfg.TransactionalIDPrefix + ".cluster", Topic: "amp-kafka-bridge.cluster"}
+	ccmds := ACLCommands("kafka-1:9093", cfg.Principal(), ClusterACLs(gc, true))
+	assert.Equal(t, []string{
+		"kafka-acls.sh --bootstrap-server kafka-1:9093 --command-config admin.properties --add --allow-principal User:bridge " +
+			"--operation Read --group amp-kafka-bridge.cluster",
+		"kafka-acls.sh --bootstrap-server kafka-1:9093 --command-config admin.properties --add --allow-principal User:bridge " +
+			"--operation Read --operation Write --operation Create --operation Alter --topic amp-kafka-bridge.cluster",
+	}, ccmds)
+	for _, c := range ccmds {
+		if !strings.Contains(string(readme), "\n"+c+"\n") {
+			t.Errorf("the README's Cluster mode section lacks the line\n%s", c)
+		}
+	}
+	for _, a := range ClusterACLs(gc, false) {
+		assert.NotContains(t, []string{OpCreate, OpAlter}, a.Operation, "a coordination topic created beforehand needs no Create or Alter: %s", a)
 	}
 
 	cfg.Delivery = DeliveryAtLeastOnce

@@ -359,23 +359,53 @@ func (a *Admin) EnsureCoordinationTopic(ctx context.Context, name string, partit
 		return a.cfg.authError(fmt.Errorf("reading metadata of coordination topic %q: %w", name, td.Err), "reading metadata of topics", "", "", name)
 	}
 	if have := int32(len(td.Partitions)); have < partitions {
-		resp, err := a.adm.UpdatePartitions(ctx, int(partitions), name)
-		if err == nil {
-			_, err = resp.On(name, nil)
-		}
-		if isAuthorization(err) {
-			return &AuthorizationError{Doing: fmt.Sprintf("growing coordination topic %q from %d to %d partitions (one per stream)", name, have, partitions),
-				Principal: a.cfg.Principal(), Missing: ACL{Resource: ResourceTopic, Name: name, Operation: OpAlter},
-				Bootstrap: strings.Join(a.brokers, ","), Err: fmt.Errorf("%w (or grow the topic yourself to one partition per stream)", err)}
-		}
-		if err != nil {
-			return fmt.Errorf("growing coordination topic %q from %d to %d partitions (one per stream): %w", name, have, partitions, err)
-		}
-		a.log.Info("grew the coordination topic: one partition per stream", "topic", name, "from", have, "to", partitions)
-		_, err = a.waitLeaders(ctx, name)
-		return err
+		return a.growCoordinationTopic(ctx, name, have, partitions)
 	}
 	return nil
+}
+
+// growCoordinationTopic adds partitions to the coordination topic, which
+// has have. The per-topic error of the response is the one that matters
+// (kadm's On with a nil callback does not return it): a refusal is an
+// *AuthorizationError naming Alter on the topic, and another member that
+// grew it first (InvalidPartitions) is success.
+func (a *Admin) growCoordinationTopic(ctx context.Context, name string, have, partitions int32) error {
+	doing := fmt.Sprintf("growing coordination topic %q from %d to %d partitions (one per stream)", name, have, partitions)
+	resp, err := a.adm.UpdatePartitions(ctx, int(partitions), name)
+	if err == nil {
+		err = resp.Error()
+	}
+	switch {
+	case err == nil:
+		a.log.Info("grew the coordination topic: one partition per stream", "topic", name, "from", have, "to", partitions)
+	case errors.Is(err, kerr.InvalidPartitions):
+		md, merr := a.adm.Metadata(ctx, name)
+		if merr != nil || int32(len(md.Topics[name].Partitions)) < partitions {
+			return fmt.Errorf("%s: %w", doing, err)
+		}
+	case errors.Is(err, kerr.TopicAuthorizationFailed):
+		return &AuthorizationError{Doing: doing, Principal: a.cfg.Principal(),
+			Missing: ACL{Resource: ResourceTopic, Name: name, Operation: OpAlter}, Bootstrap: strings.Join(a.brokers, ","),
+			Err: fmt.Errorf("%w (or grow the topic yourself to %d partitions)", err, partitions)}
+	default:
+		return fmt.Errorf("%s: %w", doing, err)
+	}
+	// Until the brokers' metadata shows the new partitions, a leader
+	// planning a round would place fewer streams.
+	for {
+		m, err := a.waitLeaders(ctx, name)
+		if err != nil {
+			return err
+		}
+		if int32(len(m.leaders)) >= partitions {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: waiting for the new partitions' leaders: %w", doing, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // ClusterMember is a live member of a cluster group.

@@ -165,6 +165,8 @@ func (s TopicSpec) Validate() error {
 			bad(fmt.Sprintf("control topic cleanup policy %q", s.CleanupPolicy),
 				"use delete with long or infinite retention: compaction would remove undo events and older watermarks that reconciliation reads")
 		}
+	case TopicCoordination:
+		bad("a cluster's coordination topic", "use Admin.EnsureCoordinationTopic")
 	default:
 		bad(fmt.Sprintf("kind %q", s.Kind), "use data or control")
 	}
@@ -544,6 +546,8 @@ func (a *Admin) check(s TopicSpec, st TopicState) error {
 			a.log.Warn("control topic has finite retention: bridge rewind cannot reach behind its log start, and once a stream's newest full checkpoint copy expires (an idle stream's newest event) a lost checkpoint store cannot be rebuilt from Kafka; see the README on the control topic's retention",
 				"topic", s.Name, "retention_ms", st.RetentionMs)
 		}
+	case TopicCoordination:
+		// EnsureCoordinationTopic checks only its partition count.
 	}
 	if s.ExpectedPartitions > 0 && st.Partitions != s.ExpectedPartitions {
 		bad(fmt.Sprintf("has %d partitions but the stream recorded %d when it started: keys now hash to other partitions, so retractions and tombstones would not land beside the rows they retract and recorded offset spans would point at the wrong partitions", st.Partitions, s.ExpectedPartitions),

@@ -165,7 +165,8 @@ func clusterStatusReal(t *testing.T, h *harness) {
 // mode stops at once on the permanent *sink.AuthorizationError naming it,
 // the principal and the kafka-acls.sh command, instead of retrying: Read
 // on the group (the group's JoinGroup), Write on the coordination topic
-// (the member's claims) and Create on it. Read on the coordination topic
+// (the member's claims), Create on it and Alter (growing a topic made
+// with too few partitions). Read on the coordination topic
 // is bridge status's (it reads the claims; a member needs only the
 // Describe it implies, which Write implies too): without it the member
 // runs, and bridge status stops on the error naming it.
@@ -186,6 +187,14 @@ func clusterACLs(t *testing.T, k *testenv.KafkaBroker, base services) {
 				want.Name = h.cfg.Cluster.Group
 			}
 			principal, bootstrap := "User:"+user, h.cfg.Kafka.Brokers[0]
+			if want.Operation == sink.OpAlter {
+				// A coordination topic with too few partitions (streams
+				// added since it was made): the member grows it.
+				compact := "compact"
+				resp, err := k.Admin().CreateTopic(t.Context(), 1, 1, map[string]*string{"cleanup.policy": &compact}, h.cfg.Cluster.Topic)
+				require.NoError(t, err)
+				require.NoError(t, resp.Err)
+			}
 			start := time.Now()
 			err := h.runClusterUntil(t)
 			t.Logf("run without %s: after %s: %v", want, time.Since(start).Round(time.Millisecond), err)

@@ -100,8 +100,8 @@ type Member struct {
 	m   *metrics
 
 	group *sink.Group
-	// ctx is Run's: the streams' contexts derive from it.
-	ctx context.Context
+	// streamCtx returns a context of Run's for a stream to run under.
+	streamCtx func() (context.Context, context.CancelFunc)
 
 	mu     sync.Mutex
 	owned  map[string]*owned
@@ -145,8 +145,12 @@ func New(cfg Config, d Deps) *Member {
 // the membership (a missing group ACL), or of a stream with
 // ExitOnStreamFailure.
 func (m *Member) Run(ctx context.Context) error {
-	m.ctx = ctx
-	if err := m.d.Admin.EnsureCoordinationTopic(ctx, m.cfg.Group.Topic, int32(max(len(m.cfg.Streams), 1)), m.cfg.ReplicationFactor); err != nil {
+	m.streamCtx = func() (context.Context, context.CancelFunc) { return context.WithCancel(ctx) }
+	// A slot per item, and some to spare: a slot stays with a member that
+	// releases its item until the next round, and members of an older
+	// configuration may hold slots of items this one does not have.
+	n := len(m.cfg.Streams)
+	if err := m.d.Admin.EnsureCoordinationTopic(ctx, m.cfg.Group.Topic, int32(n+n/4+2), m.cfg.ReplicationFactor); err != nil {
 		return fmt.Errorf("preparing cluster coordination topic %q: %w", m.cfg.Group.Topic, err)
 	}
 	for _, s := range m.cfg.Streams {
@@ -183,7 +187,9 @@ func (m *Member) Run(ctx context.Context) error {
 	m.stopAll(m.cfg.ReleaseTimeout)
 	g.Close()
 	if runErr == nil {
-		<-watch
+		if err := <-watch; err != nil {
+			m.log.Debug("the group's watch ended", "err", err)
+		}
 	}
 	m.log.Info("left the cluster group")
 	return runErr
@@ -365,7 +371,7 @@ func waitAll(os []*owned, bound time.Duration) bool {
 
 // startLocked runs stream id until the member releases it.
 func (m *Member) startLocked(id string) {
-	ctx, cancel := context.WithCancel(m.ctx)
+	ctx, cancel := m.streamCtx()
 	o := &owned{cancel: cancel, done: make(chan struct{}), since: m.d.Now()}
 	m.owned[id] = o
 	m.m.owned.WithLabelValues(id).Set(1)

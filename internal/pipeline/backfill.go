@@ -411,6 +411,9 @@ type backfillWorker struct {
 	// the rows it has published of it.
 	runFrom uint64
 	rows    uint64
+	// beforeStep, when set, runs before each step (a cluster worker checks
+	// that the plan it publishes is still the stored one).
+	beforeStep func(ctx context.Context) error
 }
 
 // partition publishes the blocks rest of partition p, step by step.
@@ -442,6 +445,11 @@ func (w *backfillWorker) partition(ctx context.Context, p source.BlockSpan, rest
 // the watermark event recording them.
 func (w *backfillWorker) step(ctx context.Context, s source.BlockSpan, last bool) error {
 	r := w.r
+	if w.beforeStep != nil {
+		if err := w.beforeStep(ctx); err != nil {
+			return err
+		}
+	}
 	sql, err := source.PartitionSQL(r.cfg.SQL, w.plan.column, s.From, s.To)
 	if err != nil {
 		return fmt.Errorf("config streams (%s).sql: %w: %w", r.cfg.ID, err, config.ErrInvalid)

@@ -234,6 +234,18 @@ func (r *Stream) workerOnce(ctx context.Context, k int) error {
 	if err != nil {
 		return err
 	}
+	w.beforeStep = func(ctx context.Context) error {
+		// The plan is the store's: one replaced (Redis lost it and a new
+		// owner stored another) must not be published beside the new one.
+		now, err := ps.Plan(ctx, r.cfg.ID)
+		if err != nil && !errors.Is(err, offsets.ErrNotFound) {
+			return fmt.Errorf("stream %s: backfill worker %d: checking the plan: %w", r.cfg.ID, k, NoAnswer(StoreService(r.deps.Store), err))
+		}
+		if err != nil || !now.CreatedAt.Equal(stored.CreatedAt) {
+			return fmt.Errorf("stream %s: backfill worker %d: the stored plan changed under the worker (the checkpoint store lost it, or the stream handed over); starting again from the store", r.cfg.ID, k)
+		}
+		return nil
+	}
 	r.worker = true
 	r.backfillStart = r.deps.Now()
 	r.deps.Health.Ready()

@@ -56,10 +56,8 @@ func (r *Stream) Rewind(ctx context.Context, batches []offsets.Batch, base offse
 				return res, err
 			}
 		}
-		n, err := r.retract(ctx, b)
-		if err != nil {
-			return res, err
-		}
+	}
+	if err := r.retractAll(ctx, batches, func(b offsets.Batch, n int) {
 		res.Batches++
 		res.Rows += n
 		u.BatchIDs = append(u.BatchIDs, b.ID)
@@ -70,6 +68,8 @@ func (r *Stream) Rewind(ctx context.Context, batches []offsets.Batch, base offse
 			u.FirstSequence = b.Seq
 		}
 		u.LastSequence = max(u.LastSequence, b.Seq)
+	}); err != nil {
+		return res, err
 	}
 	snap := base.Snapshot
 	snap.Next = max(snap.Next, r.committed.Snapshot.Next+1)

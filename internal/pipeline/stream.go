@@ -1035,18 +1035,20 @@ func (r *Stream) undoEvent(ctx context.Context, ev reorg.Event) (bool, error) {
 	for _, inv := range ev.Invalidations {
 		u.Ranges = append(u.Ranges, offsets.InvalidatedRange{Network: inv.Network, Start: inv.Start, End: inv.End})
 	}
+	batches := make([]offsets.Batch, 0, len(ev.Retract))
 	for _, wm := range ev.Retract {
 		b, ok := r.batch(wm.Seq)
 		if !ok {
 			return false, fmt.Errorf("stream %s: the checkpoint's batch log has no batch for watermark %d (%v)",
 				r.cfg.ID, wm.Seq, wm.Ranges)
 		}
-		n, err := r.retract(ctx, b)
-		if err != nil {
-			return false, err
-		}
+		batches = append(batches, b)
+	}
+	if err := r.retractAll(ctx, batches, func(b offsets.Batch, n int) {
 		u.BatchIDs = append(u.BatchIDs, b.ID)
 		r.emit(Event{Kind: "retract", BatchID: b.ID, Ranges: b.Ranges, Rows: n})
+	}); err != nil {
+		return false, err
 	}
 	r.txn.undo = append(r.txn.undo, u)
 	return false, nil
@@ -1062,22 +1064,70 @@ func (r *Stream) batch(seq uint64) (offsets.Batch, bool) {
 	return offsets.Batch{}, false
 }
 
-// retract reads a committed batch's records back from Kafka and writes its
-// retractions and tombstones into the open transaction.
-func (r *Stream) retract(ctx context.Context, b offsets.Batch) (int, error) {
+// retractChunkRecords bounds the records one read-back of retracted
+// batches holds: the batches of a deep reorg are read back together, a
+// chunk of batches at a time (one round of offset requests and one fetch
+// per partition instead of one per batch), but never more than this many
+// records at once unless one batch alone has more.
+const retractChunkRecords = 50_000
+
+// retractAll reads the committed batches back from Kafka, a chunk at a
+// time, and writes their retractions and tombstones into the open
+// transaction, telling done of each batch with its retracted rows, in
+// order.
+func (r *Stream) retractAll(ctx context.Context, batches []offsets.Batch, done func(b offsets.Batch, rows int)) error {
+	for len(batches) > 0 {
+		var spans []sink.Span
+		var ends []int // per batch of the chunk, the end of its spans
+		records := int64(0)
+		k := 0
+		for ; k < len(batches); k++ {
+			b := batches[k]
+			n := int64(0)
+			for _, s := range b.Spans {
+				n += s.Last - s.First + 1
+			}
+			if k > 0 && records+n > retractChunkRecords {
+				break
+			}
+			records += n
+			for _, s := range b.Spans {
+				spans = append(spans, sink.Span{Topic: s.Topic, Partition: s.Partition, First: s.First, Last: s.Last})
+			}
+			ends = append(ends, len(spans))
+		}
+		chunk := batches[:k]
+		batches = batches[k:]
+		var read [][]sink.ReadRecord
+		if len(spans) > 0 {
+			var err error
+			read, err = r.reader.ReadSpans(ctx, spans)
+			if errors.Is(err, sink.ErrRecordsMissing) {
+				return r.lostRecords(ctx, fmt.Errorf("reading back batches %s..%s to retract them: %w", chunk[0].ID, chunk[len(chunk)-1].ID, err))
+			}
+			if err != nil {
+				return fmt.Errorf("stream %s: reading back batches %s..%s to retract them: %w", r.cfg.ID, chunk[0].ID, chunk[len(chunk)-1].ID, err)
+			}
+		}
+		from := 0
+		for i, b := range chunk {
+			n, err := r.retract(ctx, b, read[from:ends[i]])
+			if err != nil {
+				return err
+			}
+			from = ends[i]
+			done(b, n)
+		}
+	}
+	return nil
+}
+
+// retract writes the retractions and tombstones of a committed batch,
+// whose records read holds (one slice per span), into the open
+// transaction.
+func (r *Stream) retract(ctx context.Context, b offsets.Batch, read [][]sink.ReadRecord) (int, error) {
 	if len(b.Spans) == 0 {
 		return 0, nil
-	}
-	spans := make([]sink.Span, len(b.Spans))
-	for i, s := range b.Spans {
-		spans[i] = sink.Span{Topic: s.Topic, Partition: s.Partition, First: s.First, Last: s.Last}
-	}
-	read, err := r.reader.ReadSpans(ctx, spans)
-	if errors.Is(err, sink.ErrRecordsMissing) {
-		return 0, r.lostRecords(ctx, fmt.Errorf("reading back batch %s to retract it: %w", b.ID, err))
-	}
-	if err != nil {
-		return 0, fmt.Errorf("stream %s: reading back batch %s to retract it: %w", r.cfg.ID, b.ID, err)
 	}
 	headers := recordHeaders(r.cfg.ID, b.ID, "d", b.Ranges)
 	retract, tombstone := r.cfg.Retraction.Events(), r.cfg.Retraction.Tombstones()
