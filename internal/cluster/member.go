@@ -141,7 +141,9 @@ func New(cfg Config, d Deps) *Member {
 // Run creates or grows the coordination topic, joins the group and runs
 // the streams the group gives this member until ctx ends; then it stops
 // them (each commits at a watermark or aborts) and leaves the group, so
-// that the others take them over at once. It returns a permanent error of
+// that the others take them over at once (a static member, with an
+// instance id, does not leave: its streams wait for it to come back or for
+// its session to end). It returns a permanent error of
 // the membership (a missing group ACL), or of a stream with
 // ExitOnStreamFailure.
 func (m *Member) Run(ctx context.Context) error {

@@ -140,3 +140,35 @@ func TestProbes(t *testing.T) {
 		cancel()
 	})
 }
+
+// TestStandby: in cluster mode a stream another member owns is standby:
+// ready on /readyz (a member that owns nothing is a healthy standby), but
+// neither up nor ready in the per-member gauges; a failed stream that moves
+// away becomes standby, and one taken over again starts afresh.
+func TestStandby(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	tr := New(Config{}, reg, nil, nil)
+	a, b := tr.Stream("a"), tr.Stream("b")
+	a.Standby("owned by another member")
+	b.Standby("owned by another member")
+	code, rep := get(t, tr.ServeReady, "/readyz")
+	assert.Equal(t, http.StatusOK, code, "a member that owns nothing is ready")
+	assert.Equal(t, StateStandby, rep.Streams["a"].State)
+	assert.Equal(t, "owned by another member", rep.Streams["a"].Reason)
+	assert.Zero(t, testutil.ToFloat64(tr.up.WithLabelValues("a")))
+	assert.Zero(t, testutil.ToFloat64(tr.rdy.WithLabelValues("a")))
+
+	b.Starting("this member took it over")
+	code, _ = get(t, tr.ServeReady, "/readyz")
+	assert.Equal(t, http.StatusServiceUnavailable, code, "a stream taken over is not ready until it publishes")
+	b.Failed(errors.New("bad data"))
+	b.Standby("owned by another member")
+	code, rep = get(t, tr.ServeReady, "/readyz")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, StateStandby, rep.Streams["b"].State, "a failed stream that moved away is standby here")
+	b.Starting("this member took it over")
+	b.Ready()
+	_, rep = get(t, tr.ServeReady, "/readyz")
+	assert.Equal(t, StateReady, rep.Streams["b"].State)
+	assert.Equal(t, 1.0, testutil.ToFloat64(tr.up.WithLabelValues("b")))
+}
