@@ -300,9 +300,9 @@ type Claim struct {
 }
 
 // claim records, after a round, every item the member owns with the
-// round's generation. It is best effort (a log line when it fails) and
-// does not hold the rebalance up: ownership is the group's, not the
-// claims'.
+// round's generation. It does not hold the rebalance up (ownership is the
+// group's, not the claims'), and a failed write is a log line, except a
+// refused Write ACL, which cannot fix itself: Run returns it.
 func (g *Group) claim(ctx context.Context, gen Generation, added []string) {
 	now := g.now()
 	g.mu.Lock()
