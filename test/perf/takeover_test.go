@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -94,6 +95,9 @@ type takeoverSetup struct {
 	members, streams                 int
 	kills, peerKills                 int
 	session, heartbeat               time.Duration
+	// peerSession and peerHeartbeat are the peer's (0: session and
+	// heartbeat; the smoke's are shorter, to save seconds).
+	peerSession, peerHeartbeat time.Duration
 }
 
 // TestTakeover measures cluster mode's takeover with real `bridge run`
@@ -105,10 +109,13 @@ type takeoverSetup struct {
 //   - kill9-takeover: kill -9 of the owner of a watched stream (its
 //     amp_bridge_cluster_stream_owned on /metrics), then the time to the
 //     first record of that stream a read_committed consumer receives from
-//     the new owner (another producer id or epoch than the records before
-//     the kill: the new owner's InitProducerID fenced the old one); the
-//     killed member is restarted and the cluster settles before the next
-//     kill (-perf.takeover-kills, 20);
+//     the new owner: at or above the data topic's end offset taken a
+//     second after the kill, when everything the dead owner sent is in the
+//     log and no other member can own the stream yet (the group gives it
+//     away only after the session timeout); the producer epoch cannot
+//     tell, since Kafka 4's transactions (KIP-890) bump it at every
+//     commit. The killed member is restarted and the cluster settles
+//     before the next kill (-perf.takeover-kills, 20);
 //   - rolling-restart-pause: SIGTERM of each member in turn, restarted and
 //     owning streams again before the next; the longest gap, per stream,
 //     between two fetches of that stream's committed records by a
@@ -155,14 +162,15 @@ func TestTakeover(t *testing.T) {
 
 // BenchmarkTakeover is TestTakeover's smoke: one kill -9, one rolling
 // restart and one kill of the peer, on kfake and miniredis in the test
-// process (three with -perf.takeover-kills unless BRIDGE_TEST_BENCH_SMOKE=1).
+// process (three with -perf.takeover-kills unless BRIDGE_TEST_BENCH_SMOKE=1),
+// the peer with a 1 s session timeout to save seconds in make test.
 // Its figures are reported as metrics but mean little: kfake is not Kafka.
 func BenchmarkTakeover(b *testing.B) {
 	kills := min(*flagTakeoverKills, 3)
 	if testenv.BenchSmoke() {
 		kills = 1
 	}
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1))
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1), kfake.GroupMinSessionTimeout(time.Second))
 	require.NoError(b, err)
 	b.Cleanup(kc.Close)
 	mr := miniredis.RunT(b)
@@ -176,7 +184,7 @@ func BenchmarkTakeover(b *testing.B) {
 		dir := b.TempDir()
 		out := runTakeover(b, takeoverSetup{brokers: strings.Join(kc.ListenAddrs(), ","), redis: mr.Addr(), registry: reg.URL,
 			broker: "kfake (in the test process)", dir: dir, bin: bin, members: 3, streams: 3, kills: kills, peerKills: kills,
-			session: 6 * time.Second, heartbeat: 500 * time.Millisecond})
+			session: 6 * time.Second, heartbeat: 500 * time.Millisecond, peerSession: time.Second, peerHeartbeat: 300 * time.Millisecond})
 		for _, r := range out.Results {
 			b.ReportMetric(r.MaxMs, r.Name+"-max-ms")
 		}
@@ -227,24 +235,38 @@ func runTakeover(tb testing.TB, s takeoverSetup) takeoverFile {
 
 	// kill -9 of the watched stream's owner.
 	watched, topic := c.streams[0], c.topics[0]
+	acl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(s.brokers, ",")...))
+	require.NoError(tb, err)
+	defer acl.Close()
+	adm := kadm.NewClient(acl)
 	var killed []float64
 	for k := range s.kills {
 		owner := c.ownerOf(watched)
+		killPause(s.heartbeat)
 		w.waitRecord(topic, time.Now(), c.tails)
-		before := w.current(topic)
 		at := time.Now()
 		c.procs[owner].Kill9()
-		d := w.waitNewProducer(topic, at, before, 2*time.Minute, c.tails)
+		time.Sleep(time.Second)
+		require.Less(tb, time.Since(at), s.session-s.heartbeat, "the end offset must be taken before another member can own the stream")
+		ends, err := adm.ListEndOffsets(tb.Context(), topic)
+		require.NoError(tb, err)
+		end, ok := ends.Lookup(topic, 0)
+		require.True(tb, ok, "no end offset of %s", topic)
+		require.NoError(tb, end.Err)
+		d := w.waitFrom(topic, at, end.Offset, 2*time.Minute, c.tails)
+		// The records above the end offset are the new owner's only if the
+		// killed member was the owner: the stream must have moved.
+		moved := c.ownerOther(watched, owner)
 		killed = append(killed, ms(d))
-		tb.Logf("kill %d of %d: member %d owned %s; first record of the new owner %v after the kill; load %s", k+1, s.kills, owner, watched,
-			d.Round(time.Millisecond), loadAvg())
+		tb.Logf("kill %d of %d: member %d owned %s, member %d took it over; its first record %v after the kill; load %s", k+1, s.kills, owner, watched,
+			moved, d.Round(time.Millisecond), loadAvg())
 		c.start(owner)
 		c.settle()
 	}
 	r := takeoverOf("kill9-takeover", killed, s.broker)
 	r.Method = fmt.Sprintf("%d bridge run processes in cluster mode sharing %d streams (session_timeout %s, heartbeat_interval %s, a block mined every %s): "+
-		"kill -9 of the owner of one stream (amp_bridge_cluster_stream_owned on /metrics), to the first record of that stream, from another producer id or epoch, "+
-		"a read_committed consumer receives; the killed member restarted and the streams spread again before the next kill",
+		"kill -9 of the owner of one stream (amp_bridge_cluster_stream_owned on /metrics; 1 s plus a random part of a heartbeat after the streams spread), to the first record of that stream "+
+		"a read_committed consumer receives at or above the data topic's end offset taken 1 s after the kill (the new owner's); the killed member restarted and the streams spread again before the next kill",
 		s.members, s.streams, s.session, s.heartbeat, takeoverBlockInterval)
 	out.Results = append(out.Results, r)
 	tb.Logf("%s: p50 %.0f ms, max %.0f ms over %d kills; load %s", r.Name, r.P50Ms, r.MaxMs, r.Samples, r.Load)
@@ -281,6 +303,15 @@ func runTakeover(tb testing.TB, s takeoverSetup) takeoverFile {
 		require.Zero(tb, c.procs[i].Term(30*time.Second), "member %d exit code after SIGTERM; log tail:\n%s", i, c.procs[i].Tail(20))
 	}
 	return out
+}
+
+// killPause waits a second and a random part of a heartbeat interval
+// before a kill, in both harnesses: a kill right after a rebalance (when the
+// coordinator last heard of the member) would take a whole session timeout,
+// one a heartbeat later up to a heartbeat less, so the kill must not be in
+// step with the heartbeats.
+func killPause(heartbeat time.Duration) {
+	time.Sleep(time.Second + rand.N(heartbeat))
 }
 
 // ms is d in milliseconds.
@@ -424,6 +455,22 @@ func (c *takeoverCluster) ownerOf(id string) int {
 	return -1
 }
 
+// ownerOther waits (a minute at most) until a member other than old owns
+// stream id, and returns it.
+func (c *takeoverCluster) ownerOther(id string, old int) int {
+	c.tb.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		for i, ids := range c.owned() {
+			if i != old && slices.Contains(ids, id) {
+				return i
+			}
+		}
+		require.True(c.tb, time.Now().Before(deadline), "stream %s did not move from member %d in a minute: %v; logs:\n%s", id, old, c.owned(), c.tails())
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // settle waits until every stream has one owner, every member owns a
 // stream, and (once the watch runs) every stream committed records after
 // that.
@@ -469,24 +516,16 @@ func (c *takeoverCluster) spread() bool {
 	return true
 }
 
-// producerEpoch names the producer of a committed record: the new owner's
-// InitProducerID bumps the epoch of the stream's transactional id (or
-// gives it a new producer id).
-type producerEpoch struct {
-	id    int64
-	epoch int16
-}
-
 // fetchSeen is one fetch of a topic's committed records.
 type fetchSeen struct {
 	at time.Time
-	// pe is the producer of its records (a fetch with records of two
-	// producers is noted twice).
-	pe producerEpoch
+	// last is the offset of its last record.
+	last int64
 }
 
 // commitWatch reads the data topics read_committed from their end and
-// notes when each fetch of each topic arrived and from which producer.
+// notes when each fetch of each topic arrived and its last offset (the
+// topics have one partition).
 type commitWatch struct {
 	tb   testing.TB
 	cl   *kgo.Client
@@ -514,34 +553,17 @@ func newCommitWatch(tb testing.TB, brokers string, topics []string) *commitWatch
 			now := time.Now()
 			w.mu.Lock()
 			fs.EachTopic(func(ft kgo.FetchTopic) {
-				// A fetch may span a change of producer: each is noted.
-				var last producerEpoch
-				n := 0
-				ft.EachRecord(func(r *kgo.Record) {
-					pe := producerEpoch{r.ProducerID, r.ProducerEpoch}
-					if n == 0 || pe != last {
-						w.seen[ft.Topic] = append(w.seen[ft.Topic], fetchSeen{at: now, pe: pe})
-					}
-					last = pe
-					n++
-				})
+				last := int64(-1)
+				ft.EachRecord(func(r *kgo.Record) { last = max(last, r.Offset) })
+				if last >= 0 {
+					w.seen[ft.Topic] = append(w.seen[ft.Topic], fetchSeen{at: now, last: last})
+				}
 			})
 			w.mu.Unlock()
 		}
 	}()
 	tb.Cleanup(func() { cancel(); <-w.done; cl.Close() })
 	return w
-}
-
-// current returns the producer of the last record of topic received.
-func (w *commitWatch) current(topic string) producerEpoch {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	s := w.seen[topic]
-	if len(s) == 0 {
-		return producerEpoch{id: -1}
-	}
-	return s[len(s)-1].pe
 }
 
 // waitRecord waits (a minute at most) until a fetch of topic arrives after
@@ -562,21 +584,21 @@ func (w *commitWatch) waitRecord(topic string, since time.Time, tails func() str
 	}
 }
 
-// waitNewProducer waits until a record of topic from another producer than
-// before arrives after at, and returns the time from at to it.
-func (w *commitWatch) waitNewProducer(topic string, at time.Time, before producerEpoch, limit time.Duration, tails func() string) time.Duration {
+// waitFrom waits until a record of topic at offset from or above arrives,
+// and returns the time from at to its arrival.
+func (w *commitWatch) waitFrom(topic string, at time.Time, from int64, limit time.Duration, tails func() string) time.Duration {
 	w.tb.Helper()
 	deadline := at.Add(limit)
 	for {
 		w.mu.Lock()
 		for _, f := range w.seen[topic] {
-			if f.at.After(at) && f.pe != before {
+			if f.last >= from {
 				w.mu.Unlock()
 				return f.at.Sub(at)
 			}
 		}
 		w.mu.Unlock()
-		require.True(w.tb, time.Now().Before(deadline), "no committed record of %s from a new owner %s after the kill; logs:\n%s", topic, limit, tails())
+		require.True(w.tb, time.Now().Before(deadline), "no committed record of %s at offset %d or above (a new owner's) %s after the kill; logs:\n%s", topic, from, limit, tails())
 		time.Sleep(5 * time.Millisecond)
 	}
 }
@@ -710,6 +732,10 @@ func (m peerMember) assignedAfter(at time.Time) (time.Time, bool) {
 // of a group on a one-partition topic, s.peerKills kill -9s of the owner.
 func peerFailover(tb testing.TB, s takeoverSetup) takeoverResult {
 	tb.Helper()
+	session, heartbeat := s.session, s.heartbeat
+	if s.peerSession > 0 {
+		session, heartbeat = s.peerSession, s.peerHeartbeat
+	}
 	name := fmt.Sprintf("tko-peer-%d", time.Now().UnixNano()%1_000_000)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(s.brokers, ",")...))
 	require.NoError(tb, err)
@@ -725,7 +751,7 @@ func peerFailover(tb testing.TB, s takeoverSetup) takeoverResult {
 		log := filepath.Join(s.dir, fmt.Sprintf("peer-%d.%d.log", i, starts[i]))
 		cmd := exec.CommandContext(context.Background(), self, "-test.run", "^TestTakeoverPeerMember$", "-test.count", "1")
 		cmd.Env = append(os.Environ(), envTakeoverPeerBroker+"="+s.brokers, envTakeoverPeerGroup+"="+name, envTakeoverPeerTopic+"="+name,
-			envTakeoverPeerSession+"="+s.session.String(), envTakeoverPeerHeartbeat+"="+s.heartbeat.String())
+			envTakeoverPeerSession+"="+session.String(), envTakeoverPeerHeartbeat+"="+heartbeat.String())
 		p, err := testenv.StartProcess(cmd, log)
 		require.NoError(tb, err)
 		tb.Cleanup(p.Kill9)
@@ -763,6 +789,7 @@ func peerFailover(tb testing.TB, s takeoverSetup) takeoverResult {
 	var all []float64
 	for k := range s.peerKills {
 		owner := settle()
+		killPause(heartbeat)
 		at := time.Now()
 		members[owner].p.Kill9()
 		deadline := at.Add(2 * time.Minute)
@@ -789,7 +816,40 @@ func peerFailover(tb testing.TB, s takeoverSetup) takeoverResult {
 	}
 	r := takeoverOf("franz-go-group-failover", all, s.broker)
 	r.Method = fmt.Sprintf("the peer: %d bare franz-go consumer group members (kgo defaults, cooperative-sticky; session timeout %s, heartbeat %s; children of the test binary) "+
-		"on a one-partition topic: kill -9 of the partition's owner to another member's OnPartitionsAssigned with it (its clock); the killed member restarted "+
-		"and joined before the next kill. The group protocol's floor for any takeover", s.members, s.session, s.heartbeat)
+		"on a one-partition topic: kill -9 of the partition's owner (1 s plus a random part of a heartbeat after every member joined) to another member's OnPartitionsAssigned with it (its clock); the killed member restarted "+
+		"and joined before the next kill. The group protocol's floor for any takeover", s.members, session, heartbeat)
 	return r
+}
+
+// TestTakeoverHarness checks the harness's bookkeeping on made-up events:
+// the longest gap counts the window's edges, a fetch below the end offset
+// taken after the kill is not the new owner's, and the peer member's log
+// says who holds the partition.
+func TestTakeoverHarness(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	w := &commitWatch{tb: t, seen: map[string][]fetchSeen{"s0": {
+		{at: at(-500), last: 10}, {at: at(100), last: 20}, {at: at(250), last: 30}, {at: at(3250), last: 42}, {at: at(3300), last: 50},
+	}}}
+	require.Equal(t, 3*time.Second, w.longestGap("s0", at(0), at(3400)), "the gap from 250 to 3250 ms")
+	require.Equal(t, 2*time.Second, w.longestGap("s0", at(3300), at(5300)), "the gap to the window's end")
+	require.Equal(t, 3250*time.Millisecond, w.waitFrom("s0", at(0), 32, time.Hour, func() string { return "" }),
+		"fetches below the end offset taken after the kill (the old owner's) do not count")
+
+	log := filepath.Join(t.TempDir(), "peer.log")
+	require.NoError(t, os.WriteFile(log, []byte("=== RUN   TestTakeoverPeerMember\n"+
+		takeoverPeerPrefix+"assigned 1000 \n"+
+		takeoverPeerPrefix+"assigned 2000 0\n"+
+		takeoverPeerPrefix+"revoked 3000 0\n"+
+		takeoverPeerPrefix+"assigned 4000 0\n"), 0o644))
+	m := peerMember{log: log}
+	require.True(t, m.joined())
+	require.True(t, m.owns())
+	got, ok := m.assignedAfter(time.Unix(0, 2500))
+	require.True(t, ok)
+	require.Equal(t, time.Unix(0, 4000), got)
+	require.NoError(t, os.WriteFile(log, []byte(takeoverPeerPrefix+"assigned 1000 \n"+takeoverPeerPrefix+"assigned 2000 0\n"+takeoverPeerPrefix+"lost 3000 0\n"), 0o644))
+	require.False(t, m.owns(), "a lost partition is not held")
+	_, ok = m.assignedAfter(time.Unix(0, 2500))
+	require.False(t, ok)
 }
