@@ -47,6 +47,21 @@
 //     depth 10 and 128 and the restart time to the first new committed
 //     record (clean, and after kill -9 with a transaction open).
 //
+//   - TestTakeover (-perf.takeover) measures cluster mode's takeover with
+//     -perf.takeover-members (3) bridge processes sharing
+//     -perf.takeover-streams (4) streams on a private Apache Kafka broker
+//     and redis-server, the simulator mining a block every 100 ms,
+//     session_timeout 6s and heartbeat_interval 500ms: kill -9 of a
+//     watched stream's owner to the first record of that stream from the
+//     new owner's producer (another producer id or epoch) a read_committed
+//     consumer receives, -perf.takeover-kills (20) times; the longest
+//     pause in publishing of each stream during a rolling restart
+//     (SIGTERM, restart, rejoin, next); and its peer, bare franz-go group
+//     members (TestTakeoverPeerMember, children of the test binary) whose
+//     partition's owner is kill -9'd, the group protocol's floor. It writes
+//     -perf.takeover-json; BenchmarkTakeover runs one round of it on kfake
+//     and miniredis in make test's unit pass.
+//
 //   - TestBenchReport (-perf.report DIR) writes BENCHMARKS.md and
 //     BENCHMARKS.json from what make bench wrote into DIR;
 //     TestBenchReportSmoke runs it on made-up parts in make test.
@@ -68,8 +83,8 @@
 //
 //     go test ./test/perf -run TestMemory -perf.memory -perf.out DIR [-perf.bridge BIN] [-perf.gomemlimit 384MiB]
 //
-// TestThroughput is skipped unless -perf.e2e is given and TestMemory
-// unless -perf.memory is, so `make test` never runs them; `make bench-e2e` does, after `make services` has
+// TestThroughput is skipped unless -perf.e2e is given, TestMemory
+// unless -perf.memory is and TestTakeover unless -perf.takeover is, so `make test` never runs them; `make bench-e2e` does, after `make services` has
 // installed the Kafka jars and redis-server:
 //
 //	make bench-e2e                                       # performance.md: 60 s warm-up, 3 × 60 s

@@ -42,6 +42,12 @@ BenchmarkRecoverRedisLess/kafka/events=100000/full-read-2 	      20	 220000000 n
 	require.NoError(t, writeJSON(filepath.Join(dir, "latency.json"), latencyFile{Results: []latencyResult{
 		{Name: "reorg-depth-10", Samples: 100, P50Ms: 50, P99Ms: 80, Method: "r"}, {Name: "restart-kill9", Samples: 10, P50Ms: 2500, P99Ms: 4000, Method: "k"}}}))
 
+	require.NoError(t, writeJSON(filepath.Join(dir, "takeover.json"), takeoverFile{Members: 3, Streams: 4, SessionTimeout: "6s", HeartbeatInterval: "500ms",
+		BlockInterval: "100ms", Results: []takeoverResult{
+			{Name: "kill9-takeover", Samples: 20, P50Ms: 7000, MaxMs: 8000, AllMs: []float64{7000, 8000}, Method: "kill"},
+			{Name: "rolling-restart-pause", Samples: 4, P50Ms: 500, MaxMs: 1500, PerStreamMaxMs: map[string]float64{"s0": 1500}, Method: "roll"},
+			{Name: "franz-go-group-failover", Samples: 20, P50Ms: 6300, MaxMs: 6400, Method: "floor"}}}))
+
 	rep, err := buildReport(t.Context(), dir, "test machine", time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	require.NoError(t, err)
 	byName := map[string]figure{}
@@ -59,6 +65,13 @@ BenchmarkRecoverRedisLess/kafka/events=100000/full-read-2 	      20	 220000000 n
 	assert.InDelta(t, 2.0, byName["bytes per row on the wire (key, value, headers) / python-loader"].Ratio, 1e-9, "peer/ours for sizes")
 	assert.InDelta(t, 0.5, byName["reorg-depth-10 p50 (100 samples) / performance.md target"].Ratio, 1e-9, "25 ms target / 50 ms")
 	assert.InDelta(t, 20.0, byName["Redis-less start over a control topic of 100,000 watermark events / reading the whole control topic (the old way)"].Ratio, 1e-9)
+	kill := byName["kill -9 of a stream's owner to the first new committed record on the new owner, p50 (20 kills) / bare franz-go group failover (the protocol's floor)"]
+	assert.InDelta(t, 6300.0/7000, kill.Ratio, 1e-9, "a time: peer/ours")
+	assert.InDelta(t, 7000.0/6300, kill.Extra["bridge_over_peer"], 1e-9)
+	assert.InDelta(t, 10000.0/8000, byName["kill -9 takeover, max (20 kills), against the goal / issue #14 goal with a 6s session timeout"].Ratio, 1e-9)
+	roll := byName["longest pause in publishing of a stream during a rolling restart of 3 members / the session timeout (the bound)"]
+	assert.InDelta(t, 4.0, roll.Ratio, 1e-9, "6 s session timeout / 1.5 s pause")
+	assert.InDelta(t, 1500.0, roll.Extra["stream_s0_max_ms"], 1e-9)
 	_, ok := byName["end to end, exactly-once, 6 partition(s) / franz-go-txn"]
 	assert.False(t, ok, "a peer without a bridge figure on its configuration has no ratio")
 	assert.Contains(t, strings.Join(rep.Missing, ";"), "BenchmarkEncode/goavro-maps-15cols", "a missing peer is named")
@@ -67,7 +80,9 @@ BenchmarkRecoverRedisLess/kafka/events=100000/full-read-2 	      20	 220000000 n
 	md := renderMarkdown(rep)
 	for _, want := range []string{"| encoder hot path, 27 columns | 5,000,000 | hamba/avro v2 from Go structs | 500,000 | 10.00× |",
 		"| end to end, exactly-once, 1 partition(s) | 400,000 | kcat-idempotent | 320,000 | 1.25× |", "Not measured in this run:",
-		"reproduces the Amp Python SDK Kafka loader's loop", "## Memory", "No profile in this run."} {
+		"reproduces the Amp Python SDK Kafka loader's loop", "## Memory", "No profile in this run.", "## Takeover",
+		"| kill -9 takeover, max (20 kills), against the goal | 8,000 | issue #14 goal with a 6s session timeout | 10,000 | 1.25× |",
+		"- **franz-go-group-failover** (p50 6,300 ms, max 6,400 ms over 20): floor.", "- **kill9-takeover** (p50 7,000 ms, max 8,000 ms over 20; each: 7,000, 8,000 ms): kill."} {
 		assert.Contains(t, md, want)
 	}
 }

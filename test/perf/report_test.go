@@ -31,6 +31,7 @@ import (
 //	recover.txt   go test -bench RecoverRedisLess/kafka ./internal/pipeline/
 //	e2e.json      TestThroughput -perf.json (the bridge and its peers)
 //	latency.json  TestLatency -perf.latency-json
+//	takeover.json TestTakeover -perf.takeover-json (cluster mode)
 //	memory/memory.json  TestMemory -perf.memory (when that harness exists)
 var (
 	flagReport    = flag.String("perf.report", "", "directory of make bench's parts: write the report (TestBenchReport)")
@@ -78,6 +79,7 @@ type report struct {
 	Missing   []string          `json:"missing,omitempty"`
 	E2E       *e2eFile          `json:"end_to_end,omitempty"`
 	Latency   *latencyFile      `json:"latency,omitempty"`
+	Takeover  *takeoverFile     `json:"takeover,omitempty"`
 	Memory    json.RawMessage   `json:"memory,omitempty"`
 	Profile   []string          `json:"bridge_cpu_profile_top,omitempty"`
 	ProfileOf string            `json:"bridge_cpu_profile,omitempty"`
@@ -338,6 +340,20 @@ func buildReport(ctx context.Context, dir, mach string, now time.Time) (*report,
 		}
 	}
 
+	// Cluster mode's takeover.
+	var tko takeoverFile
+	switch err := readJSON(filepath.Join(dir, "takeover.json"), &tko); {
+	case errors.Is(err, errNoResults):
+		rep.Missing = append(rep.Missing, "takeover.json (cluster mode: takeover after kill -9, rolling restart)")
+	case err != nil:
+		return nil, err
+	default:
+		rep.Takeover = &tko
+		for _, f := range takeoverFigures(&tko, &rep.Missing) {
+			add(f)
+		}
+	}
+
 	// Redis-less start.
 	if b, err := os.ReadFile(filepath.Join(dir, "recover.txt")); err == nil {
 		bs, load := parseGoBench(string(b))
@@ -365,6 +381,58 @@ func buildReport(ctx context.Context, dir, mach string, now time.Time) (*report,
 		rep.Missing = append(rep.Missing, "memory/memory.json (test/perf TestMemory -perf.memory: not in this tree yet, or it did not run)")
 	}
 	return rep, nil
+}
+
+// takeoverFigures are the figures of TestTakeover's results: the takeover
+// after kill -9 beside the bare franz-go group failover (the protocol's
+// floor) and beside the goal, the rolling restart's longest pause beside
+// the session timeout. What is missing is added to missing.
+func takeoverFigures(tko *takeoverFile, missing *[]string) []figure {
+	by := map[string]takeoverResult{}
+	for _, r := range tko.Results {
+		by[r.Name] = r
+	}
+	var out []figure
+	session, _ := time.ParseDuration(tko.SessionTimeout)
+	kill, ok := by["kill9-takeover"]
+	peer, pok := by["franz-go-group-failover"]
+	if !pok {
+		*missing = append(*missing, "franz-go-group-failover in takeover.json (the peer of the takeover)")
+	}
+	if ok {
+		for _, q := range []struct {
+			name       string
+			ours, peer float64
+		}{{"p50", kill.P50Ms, peer.P50Ms}, {"max", kill.MaxMs, peer.MaxMs}} {
+			f := figure{Group: "takeover", Name: fmt.Sprintf("kill -9 of a stream's owner to the first new committed record on the new owner, %s (%d kills)", q.name, kill.Samples),
+				Unit: "ms", Ours: q.ours, Method: kill.Method, Load: kill.Load, Broker: kill.Broker}
+			if pok && q.peer > 0 {
+				f.Peer, f.PeerValue, f.Ratio = "bare franz-go group failover (the protocol's floor): "+peer.Method, q.peer, q.peer/math.Max(q.ours, 1e-9)
+				f.Load = kill.Load + ", " + peer.Load
+				f.Extra = map[string]float64{"bridge_over_peer": q.ours / q.peer, "peer_samples": float64(peer.Samples)}
+			}
+			out = append(out, f)
+		}
+		out = append(out, figure{Group: "takeover", Name: fmt.Sprintf("kill -9 takeover, max (%d kills), against the goal", kill.Samples), Unit: "ms", Ours: kill.MaxMs,
+			Peer: fmt.Sprintf("issue #14 goal with a %s session timeout", tko.SessionTimeout), PeerValue: 10_000, Ratio: 10_000 / math.Max(kill.MaxMs, 1e-9),
+			Method: kill.Method, Load: kill.Load, Broker: kill.Broker})
+	} else {
+		*missing = append(*missing, "kill9-takeover in takeover.json")
+	}
+	if r, ok := by["rolling-restart-pause"]; ok {
+		f := figure{Group: "takeover", Name: fmt.Sprintf("longest pause in publishing of a stream during a rolling restart of %d members", tko.Members), Unit: "ms",
+			Ours: r.MaxMs, Method: r.Method, Load: r.Load, Broker: r.Broker, Extra: map[string]float64{}}
+		if session > 0 {
+			f.Peer, f.PeerValue, f.Ratio = "the session timeout (the bound)", ms(session), ms(session)/math.Max(r.MaxMs, 1e-9)
+		}
+		for id, v := range r.PerStreamMaxMs {
+			f.Extra["stream_"+id+"_max_ms"] = v
+		}
+		out = append(out, f)
+	} else {
+		*missing = append(*missing, "rolling-restart-pause in takeover.json")
+	}
+	return out
 }
 
 // relToModule returns path relative to the module root when it is inside
@@ -474,7 +542,7 @@ func renderMarkdown(rep *report) string {
 	if len(rep.Missing) > 0 {
 		w("Not measured in this run: %s.\n\n", strings.Join(rep.Missing, "; "))
 	}
-	groups := []string{"encoder", "end to end", "latency", "recovery"}
+	groups := []string{"encoder", "end to end", "latency", "takeover", "recovery"}
 	for _, g := range groups {
 		var fs []figure
 		for _, f := range rep.Figures {
@@ -542,6 +610,23 @@ func renderMarkdown(rep *report) string {
 				}
 			}
 			w("\n")
+		case "takeover":
+			if t := rep.Takeover; t != nil {
+				w("Cluster mode: %d members, %d streams, `cluster.session_timeout: %s`, `heartbeat_interval: %s`, a block every %s. Methods:\n\n",
+					t.Members, t.Streams, t.SessionTimeout, t.HeartbeatInterval, t.BlockInterval)
+				for _, r := range t.Results {
+					all := ""
+					if len(r.AllMs) > 0 {
+						vs := make([]string, 0, len(r.AllMs))
+						for _, v := range r.AllMs {
+							vs = append(vs, num(v))
+						}
+						all = "; each: " + strings.Join(vs, ", ") + " ms"
+					}
+					w("- **%s** (p50 %s ms, max %s ms over %d%s): %s.\n", r.Name, num(r.P50Ms), num(r.MaxMs), r.Samples, all, r.Method)
+				}
+				w("\n")
+			}
 		case "recovery":
 			for _, f := range fs {
 				w("%s. Records read: %s; peak RSS growth: %s MiB (full read: %s MiB).\n\n", f.Method, num(f.Extra["records_read"]),

@@ -208,7 +208,7 @@ func startBroker(t *testing.T, e *env, c perfConfig, dir string) broker {
 	}
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	var lc net.ListenConfig
 	l, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
