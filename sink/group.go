@@ -131,6 +131,8 @@ type Group struct {
 	h     GroupHandler
 	host  string
 	leave sync.Once
+	// abandon cancels the client's context (Abandon).
+	abandon context.CancelFunc
 	// since is when the member took each item it owns, for its claims.
 	mu    sync.Mutex
 	since map[string]time.Time
@@ -152,6 +154,8 @@ func JoinGroup(cfg Config, gc GroupConfig, items func() []GroupItem, plan GroupP
 	host, _ := os.Hostname()
 	g := &Group{cfg: gc, kcfg: cfg, log: deps.Logger, h: h, host: host, since: map[string]time.Time{}, now: deps.Now,
 		failed: make(chan error, 1)}
+	cctx, abandon := context.WithCancel(context.Background())
+	g.abandon = abandon
 	g.bal = &groupBalancer{topic: gc.Topic, items: items, plan: plan, log: deps.Logger, cur: map[int32]string{}, next: map[int32]string{}}
 	opts = append(opts,
 		kgo.ConsumerGroup(gc.Group),
@@ -164,11 +168,13 @@ func JoinGroup(cfg Config, gc GroupConfig, items func() []GroupItem, plan GroupP
 		kgo.OnPartitionsAssigned(g.assigned),
 		kgo.OnPartitionsRevoked(g.revoked),
 		kgo.OnPartitionsLost(g.lost),
+		kgo.WithContext(cctx),
 	)
 	if gc.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(gc.InstanceID))
 	}
 	if g.cl, err = kgo.NewClient(opts...); err != nil {
+		abandon()
 		return nil, fmt.Errorf("joining cluster group %q: %w", gc.Group, err)
 	}
 	// The slots are never read: membership is all they are for.
@@ -201,7 +207,21 @@ func (g *Group) Leave(ctx context.Context) error {
 }
 
 // Close closes the client (leaving the group if Leave was not called).
-func (g *Group) Close() { g.cl.Close() }
+func (g *Group) Close() {
+	g.cl.Close()
+	g.abandon()
+}
+
+// Abandon closes the client without telling the coordinator, as a process
+// that crashed: the member stays in the group, owning its items, until its
+// session times out. It is for tests that crash a member in process; the
+// caller stops the items itself.
+func (g *Group) Abandon() {
+	// With the client's context canceled, no request goes out any more,
+	// the LeaveGroup of Close included.
+	g.abandon()
+	g.cl.Close()
+}
 
 // Run watches the membership until ctx ends or the client closes: errors
 // of the group session are logged (kgo retries them), except those that

@@ -59,7 +59,7 @@ func (b *bridge) runCluster(ctx context.Context) error {
 	m := cluster.New(cluster.Config{Group: b.cfg.Group(), Streams: items, ReleaseTimeout: b.cfg.Cluster.ReleaseTimeout,
 		BackfillWeight: b.cfg.Cluster.BackfillWeight, ReplicationFactor: int16(b.cfg.Kafka.ReplicationFactor),
 		ExitOnStreamFailure: b.cfg.ExitOnStreamFailure},
-		cluster.Deps{Logger: b.log, Registerer: b.reg, Kafka: b.kafka, Admin: b.admin,
+		cluster.Deps{Logger: b.log, Registerer: b.reg, Kafka: b.kafka, Admin: b.admin, Crashed: b.clusterCrashed,
 			Run: func(ctx context.Context, item string) error {
 				id, k := parseItem(item)
 				sc, ok := byID[id]

@@ -1,16 +1,22 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/ops"
@@ -359,4 +365,205 @@ func TestClusterStatusCommand(t *testing.T) {
 	assert.Contains(t, out.String(), "cluster group g-status: state ")
 	assert.Contains(t, out.String(), `txs: no owner: no member of cluster group "g-status" has run yet`)
 	assert.Contains(t, out.String(), "txs: no checkpoint yet")
+}
+
+// clusterMember is one in-process member of a cluster test.
+type clusterMember struct {
+	b       *bridge
+	stop    func() error
+	crashed atomic.Bool
+}
+
+// runMember starts a member of h's cluster.
+func (h *harness) runMember() *clusterMember {
+	h.t.Helper()
+	m := &clusterMember{}
+	m.stop, m.b = h.runBridgeWith(func(b *bridge) { b.clusterCrashed = m.crashed.Load })
+	return m
+}
+
+// crash stops m as a crashed process: its streams stop, but it does not
+// leave the group (the test hook bridge.clusterCrashed).
+func (m *clusterMember) crash() error {
+	m.crashed.Store(true)
+	return m.stop()
+}
+
+// groupMembers is how many members the coordinator lists in group.
+func groupMembers(t *testing.T, brokers []string, group string) int {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	require.NoError(t, err)
+	defer cl.Close()
+	gs, err := kadm.NewClient(cl).DescribeGroups(t.Context(), group)
+	require.NoError(t, err)
+	require.NoError(t, gs.Error())
+	return len(gs[group].Members)
+}
+
+// TestClusterUnderFaults is the end-to-end cluster test of test/e2e
+// (TestIntegrationCluster) shortened, in process on kfake and miniredis:
+// three members share four streams, two of them backfilling, while the
+// chain mines and reorgs. One member crashes (it stops without leaving the
+// group: the coordinator still lists it, and the others take its streams
+// over once its session times out) and is restarted; a reorg replaces
+// blocks every stream committed; a fourth member joins,
+// gets streams, and leaves; one member restarts gracefully. After each
+// fault every stream has exactly one owner; at the end every stream commits
+// the head and verifies clean.
+func TestClusterUnderFaults(t *testing.T) {
+	svc := fakeServices(t)
+	h := clusterHarness(t, svc, 4)
+	logs := newMsgCounter(testLogger().Handler())
+	h.log = slog.New(logs)
+	for i := range 2 {
+		h.cfg.Streams[i].Backfill = config.BackfillConfig{Enabled: true, Workers: 2, PartitionSize: 8, StepBlocks: 4, HandoverMargin: 4}
+	}
+	h.cfg.Defaults()
+	require.NoError(t, h.cfg.Validate())
+	var ids []string
+	for _, sc := range h.cfg.Streams {
+		ids = append(ids, sc.ID)
+	}
+	members := []*clusterMember{h.runMember(), h.runMember(), h.runMember()}
+	live := func() []*bridge {
+		var out []*bridge
+		for _, m := range members {
+			if m != nil {
+				out = append(out, m.b)
+			}
+		}
+		return out
+	}
+	oneOwner := func() bool {
+		for _, n := range owners(live(), ids) {
+			if n != 1 {
+				return false
+			}
+		}
+		return len(owners(live(), ids)) == len(ids)
+	}
+	owns := func(m *clusterMember) []string {
+		var out []string
+		for _, id := range ids {
+			if gaugeOf(m.b, id) == 1 {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	require.Eventually(t, func() bool {
+		for _, m := range members {
+			if len(owns(m)) == 0 {
+				return false
+			}
+		}
+		return oneOwner()
+	}, 30*time.Second, 50*time.Millisecond, "every stream has one owner, every member a stream")
+
+	// The chain mines, with a reorg of 1..2 blocks every 8th block, until
+	// the end.
+	stopMining := make(chan struct{})
+	mined := make(chan struct{})
+	go func() {
+		defer close(mined)
+		tk := time.NewTicker(100 * time.Millisecond)
+		defer tk.Stop()
+		for i := 1; ; i++ {
+			select {
+			case <-stopMining:
+				return
+			case <-tk.C:
+			}
+			if i%8 == 0 && h.sim.Reorg(1+i%2, 2+i%2) == nil {
+				continue
+			}
+			h.sim.Mine(1)
+		}
+	}()
+	endMining := sync.OnceFunc(func() { close(stopMining); <-mined })
+	defer endMining()
+
+	// A crash: the coordinator still lists the member; the others take its
+	// streams over when its session times out.
+	crashed := owns(members[0])
+	t0 := time.Now()
+	require.NoError(t, members[0].crash())
+	members[0] = nil
+	require.Equal(t, 3, groupMembers(t, svc.brokers, h.cfg.Cluster.Group), "the crashed member left the group: it must wait out its session")
+	require.Eventually(t, oneOwner, 30*time.Second, 50*time.Millisecond, "the crashed member's streams %v moved", crashed)
+	t.Logf("a crash's streams %v taken over in %s (session timeout %s)", crashed, time.Since(t0).Round(time.Millisecond), h.cfg.Cluster.SessionTimeout)
+	members[0] = h.runMember()
+
+	// A reorg of blocks every stream committed.
+	h.waitAllHead(ids)
+	require.NoError(t, h.sim.Reorg(2, 3))
+
+	// A fourth member joins, gets streams, and leaves.
+	members = append(members, h.runMember())
+	require.Eventually(t, func() bool { return oneOwner() && len(owns(members[3])) > 0 }, 30*time.Second, 50*time.Millisecond,
+		"the fourth member got a stream")
+	require.NoError(t, members[3].stop())
+	members[3] = nil
+	require.Eventually(t, oneOwner, 30*time.Second, 50*time.Millisecond, "the leaving member's streams moved")
+
+	// A graceful restart of one member.
+	require.NoError(t, members[1].stop())
+	members[1] = h.runMember()
+	require.Eventually(t, oneOwner, 30*time.Second, 50*time.Millisecond, "every stream has one owner after a restart")
+
+	endMining()
+	h.waitAllHead(ids)
+	require.Positive(t, h.count("reorg"), "no reorg reached the streams")
+	require.Positive(t, h.count("backfill"), "no backfill ran")
+	for _, m := range members {
+		if m != nil {
+			require.NoError(t, m.stop())
+		}
+	}
+	// A member stops what it loses before it rejoins: no released stream
+	// outlives its release, and no new owner fences an old one.
+	assert.Zero(t, logs.count("a released stream did not stop within the bound"), "a released stream went on running")
+	assert.Zero(t, logs.count("another producer took the stream's transactional id"), "a stream was fenced by its new owner")
+	verifyAll(t, h)
+}
+
+// msgCounter is a slog handler that counts the records by message; the
+// handlers it derives share its counts.
+type msgCounter struct {
+	slog.Handler
+	mu *sync.Mutex
+	n  map[string]int
+}
+
+func newMsgCounter(h slog.Handler) *msgCounter {
+	return &msgCounter{Handler: h, mu: &sync.Mutex{}, n: map[string]int{}}
+}
+
+func (c *msgCounter) Handle(ctx context.Context, r slog.Record) error {
+	c.mu.Lock()
+	c.n[r.Message]++
+	c.mu.Unlock()
+	return c.Handler.Handle(ctx, r)
+}
+
+func (c *msgCounter) WithAttrs(as []slog.Attr) slog.Handler {
+	return &msgCounter{Handler: c.Handler.WithAttrs(as), mu: c.mu, n: c.n}
+}
+
+func (c *msgCounter) WithGroup(name string) slog.Handler {
+	return &msgCounter{Handler: c.Handler.WithGroup(name), mu: c.mu, n: c.n}
+}
+
+// count is how many records had a message starting with prefix.
+func (c *msgCounter) count(prefix string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for msg, k := range c.n {
+		if strings.HasPrefix(msg, prefix) {
+			n += k
+		}
+	}
+	return n
 }

@@ -54,6 +54,10 @@ type bridge struct {
 	// fullEvery overrides how often a watermark carries the checkpoint
 	// (tests; 0 is the pipeline's default).
 	fullEvery int
+	// clusterCrashed, when set and true as a cluster member's run ends,
+	// stops the member without leaving its group, as a crashed process
+	// (tests: cluster.Deps.Crashed).
+	clusterCrashed func() bool
 }
 
 // need says which services a command connects to.

@@ -118,8 +118,18 @@ func (h *harness) run() (stop func() error) {
 // runBridge is run that also returns the bridge.
 func (h *harness) runBridge() (stop func() error, b *bridge) {
 	h.t.Helper()
+	return h.runBridgeWith(nil)
+}
+
+// runBridgeWith is runBridge with prepare, when set, called on the bridge
+// before it runs (test hooks).
+func (h *harness) runBridgeWith(prepare func(*bridge)) (stop func() error, b *bridge) {
+	h.t.Helper()
 	ctx, cancel := context.WithCancel(h.t.Context())
 	b = h.newBridge(ctx)
+	if prepare != nil {
+		prepare(b)
+	}
 	done := make(chan error, 1)
 	go func() { done <- b.run(ctx) }()
 	var once sync.Once

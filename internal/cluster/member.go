@@ -90,6 +90,12 @@ type Deps struct {
 	Backfilling func(id string) bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Crashed, when set and true once Run's context ends, makes the
+	// member stop as a crashed process would, for tests that crash members
+	// in process: its streams stop, but it does not leave the group, so
+	// the others take them over only after the session timeout
+	// (sink.Group.Abandon).
+	Crashed func() bool
 }
 
 // Member is one bridge of a cluster.
@@ -178,6 +184,15 @@ func (m *Member) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case runErr = <-watch:
 	case runErr = <-m.failed:
+	}
+	if runErr == nil && m.d.Crashed != nil && m.d.Crashed() {
+		m.log.Warn("crashing (a test hook): stopping without leaving the cluster group; the others wait out the session")
+		g.Abandon()
+		m.stopAll(m.cfg.ReleaseTimeout)
+		if err := <-watch; err != nil {
+			m.log.Warn("the cluster group session ended with an error", "err", err)
+		}
+		return nil
 	}
 	// Leave: release every stream (Revoked), then tell the coordinator, so
 	// that the others need not wait out the session.
