@@ -327,12 +327,20 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 func checkTopic(t *testing.T, s *stack, python string, head uint64, logf func(string, ...any)) consumerResult {
 	t.Helper()
 	vr := s.verify(t)
+	cr := s.consume(t, python, head)
+	checkTopicResults(t, s, head, vr, cr, logf)
+	return cr
+}
+
+// checkTopicResults is checkTopic's checks of what bridge verify and the
+// independent consumer reported.
+func checkTopicResults(t *testing.T, s *stack, head uint64, vr verifyResult, cr consumerResult, logf func(string, ...any)) {
+	t.Helper()
 	logf("bridge verify (exit %d):\n%s", vr.exit, vr.out)
 	// Not fatal: the independent consumer below still runs and reports.
 	verifyOK := assert.Equal(t, 0, vr.exit, "bridge verify must find nothing missing, extra, duplicated or unretracted") &&
 		assert.Equal(t, head, vr.upTo, "bridge verify checked another block range than the committed head")
 
-	cr := s.consume(t, python, head)
 	logf("consumer: %d records (%d inserts, %d retractions, %d tombstones), %d rows survive; Amp expects %d, %d match",
 		cr.Records, cr.Inserts, cr.Retractions, cr.Tombstones, cr.Surviving, cr.Amp.Expected, cr.Amp.Matching)
 	checkConsumerClean(t, cr)
@@ -351,7 +359,6 @@ func checkTopic(t *testing.T, s *stack, python string, head uint64, logf func(st
 		assert.Equal(t, vr.expected, cr.Amp.Expected, "bridge verify and the independent consumer expect different row counts")
 		assert.Equal(t, vr.counts["matching"], cr.Surviving, "bridge verify and the independent consumer see different surviving rows")
 	}
-	return cr
 }
 
 // checkConsumerClean asserts the independent consumer found nothing wrong

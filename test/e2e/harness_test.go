@@ -180,8 +180,12 @@ var (
 
 func (s *stack) verify(t testing.TB) verifyResult {
 	t.Helper()
-	r := verifyResult{counts: map[string]int{}}
-	r.exit, r.out = bridgetest.Verify(t, s.Bin, s.CfgPath, s.Stream)
+	return parseVerify(bridgetest.Verify(t, s.Bin, s.CfgPath, s.Stream))
+}
+
+// parseVerify reads what `bridge verify` printed.
+func parseVerify(exit int, out string) verifyResult {
+	r := verifyResult{exit: exit, out: out, counts: map[string]int{}}
 	if m := verifyUpTo.FindStringSubmatch(r.out); m != nil {
 		r.upTo, _ = strconv.ParseUint(m[1], 10, 64)
 	}
@@ -232,18 +236,33 @@ type consumerResult struct {
 // simulator, done by the script with pyarrow.flight).
 func (s *stack) consume(t testing.TB, python string, upTo uint64) consumerResult {
 	t.Helper()
+	res, err := s.runConsumer(python, upTo)
+	require.NoError(t, err)
+	return res
+}
+
+// runConsumer is consume without a test: it may run on any goroutine.
+func (s *stack) runConsumer(python string, upTo uint64) (consumerResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	script := filepath.Join(bridgetest.ModuleRoot(t), "test", "e2e", "testdata", "consume_check.py")
+	// The tests run in their package's directory.
+	script, err := filepath.Abs(filepath.Join("testdata", "consume_check.py"))
+	if err != nil {
+		return consumerResult{}, fmt.Errorf("finding consume_check.py: %w", err)
+	}
 	cmd := exec.CommandContext(ctx, python, script,
 		"--bootstrap", strings.Join(s.Brokers, ","), "--registry", s.Registry, "--topic", s.Topic,
 		"--flight", s.Sim.Addr(), "--sql", batchSQL(upTo), "--timeout", "120")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Run(), "running consume_check.py:\n%s", stderr.String())
+	if err := cmd.Run(); err != nil {
+		return consumerResult{}, fmt.Errorf("running consume_check.py on %s: %w\n%s", s.Topic, err, stderr.String())
+	}
 	var res consumerResult
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &res), "parsing consume_check.py output:\n%s", stdout.String())
-	return res
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		return consumerResult{}, fmt.Errorf("parsing consume_check.py output: %w\n%s", err, stdout.String())
+	}
+	return res, nil
 }
 
 // identityKey renders one identity triple (block, block hash, tx index) as
