@@ -416,6 +416,13 @@ func TestClusterUnderFaults(t *testing.T) {
 	h := clusterHarness(t, svc, 4)
 	logs := newMsgCounter(testLogger().Handler())
 	h.log = slog.New(logs)
+	t.Cleanup(func() {
+		if t.Failed() {
+			h.mu.Lock()
+			t.Logf("last committed blocks %v; the members' last log records:\n%s", h.lastOf, logs.tail())
+			h.mu.Unlock()
+		}
+	})
 	for i := range 2 {
 		h.cfg.Streams[i].Backfill = config.BackfillConfig{Enabled: true, Workers: 2, PartitionSize: 8, StepBlocks: 4, HandoverMargin: 4}
 	}
@@ -528,31 +535,57 @@ func TestClusterUnderFaults(t *testing.T) {
 	verifyAll(t, h)
 }
 
-// msgCounter is a slog handler that counts the records by message; the
-// handlers it derives share its counts.
+// msgCounter is a slog handler that counts the records by message and
+// keeps the last ones, for a failure's report; the handlers it derives
+// share its state.
 type msgCounter struct {
 	slog.Handler
-	mu *sync.Mutex
-	n  map[string]int
+	*msgLog
+	attrs []slog.Attr
+}
+
+type msgLog struct {
+	mu   sync.Mutex
+	n    map[string]int
+	last []string
 }
 
 func newMsgCounter(h slog.Handler) *msgCounter {
-	return &msgCounter{Handler: h, mu: &sync.Mutex{}, n: map[string]int{}}
+	return &msgCounter{Handler: h, msgLog: &msgLog{n: map[string]int{}}}
 }
 
 func (c *msgCounter) Handle(ctx context.Context, r slog.Record) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %q", r.Time.Format("15:04:05.000"), r.Level, r.Message)
+	for _, a := range c.attrs {
+		fmt.Fprintf(&b, " %s", a)
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s", a)
+		return true
+	})
 	c.mu.Lock()
 	c.n[r.Message]++
+	if c.last = append(c.last, b.String()); len(c.last) > 300 {
+		c.last = c.last[1:]
+	}
 	c.mu.Unlock()
 	return c.Handler.Handle(ctx, r)
 }
 
 func (c *msgCounter) WithAttrs(as []slog.Attr) slog.Handler {
-	return &msgCounter{Handler: c.Handler.WithAttrs(as), mu: c.mu, n: c.n}
+	return &msgCounter{Handler: c.Handler.WithAttrs(as), msgLog: c.msgLog, attrs: append(slices.Clone(c.attrs), as...)}
 }
 
 func (c *msgCounter) WithGroup(name string) slog.Handler {
-	return &msgCounter{Handler: c.Handler.WithGroup(name), mu: c.mu, n: c.n}
+	return &msgCounter{Handler: c.Handler.WithGroup(name), msgLog: c.msgLog, attrs: c.attrs}
+}
+
+// tail returns the last records kept.
+func (c *msgCounter) tail() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.last, "\n")
 }
 
 // count is how many records had a message starting with prefix.

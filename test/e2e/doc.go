@@ -6,6 +6,11 @@
 // data topic twice: with `bridge verify` and with an independent consumer
 // written against Confluent's own Python client (testdata/consume_check.py).
 //
+// TestIntegrationCluster runs cluster mode the same way: members sharing
+// streams through kill -9, a SIGSTOP past the session timeout, a rolling
+// restart and members joining and leaving (-e2e.cluster-kills=10 for the
+// long schedule).
+//
 // The package has tests only. Run the fault harness with
 //
 //	go test -run IntegrationFault -count=1 ./test/e2e/ -e2e.trials=50
