@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -327,14 +328,27 @@ func (c *clusterRun) live() []*clusterMember {
 	return out
 }
 
+// metric returns the value of the sample series (name and labels as
+// /metrics prints them) of member n, 0 when it has none.
+func (c *clusterRun) metric(n int, series string) float64 {
+	c.t.Helper()
+	for line := range strings.Lines(c.scrape(n)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(c.t, err, "%s", line)
+			return f
+		}
+	}
+	return 0
+}
+
 var ownedRe = regexp.MustCompile(`(?m)^amp_bridge_cluster_stream_owned\{stream="([^"]+)"\} (\S+)$`)
 
-// owned returns the streams member n reports owning (nil when it does not
-// answer).
-func (c *clusterRun) owned(n int) []string {
+// scrape returns member n's /metrics ("" when it does not answer).
+func (c *clusterRun) scrape(n int) string {
 	mb := c.members[n]
 	if mb.gone || mb.paused {
-		return nil
+		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -343,15 +357,21 @@ func (c *clusterRun) owned(n int) []string {
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		require.False(c.t, mb.p.Exited(), "member %d exited: %v; log tail:\n%s", n, mb.p.Err(), mb.p.Tail(40))
-		return nil
+		return ""
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil
+		return ""
 	}
+	return string(b)
+}
+
+// owned returns the cluster items (streams, backfill workers) member n
+// reports owning (nil when it does not answer).
+func (c *clusterRun) owned(n int) []string {
 	var out []string
-	for _, m := range ownedRe.FindAllStringSubmatch(string(b), -1) {
+	for _, m := range ownedRe.FindAllStringSubmatch(c.scrape(n), -1) {
 		if m[2] == "1" {
 			out = append(out, m[1])
 		}
@@ -525,6 +545,8 @@ func (c *clusterRun) pause(rng *rand.Rand) {
 	assert.LessOrEqual(c.t, fenced, len(owned), "the resumed member was fenced more often than it had streams: it loops")
 	assert.Positive(c.t, grepCount(mb.p.Log, "why=lost"),
 		"the resumed member did not release its streams as lost; log tail:\n%s", mb.p.Tail(40))
+	assert.Positive(c.t, c.metric(mb.n, `amp_bridge_cluster_rebalances_total{kind="lost"}`),
+		"the resumed member's amp_bridge_cluster_rebalances_total{kind=\"lost\"}")
 	c.tl.Logf("SIGSTOP of member %d (owned %v) for %s, then SIGCONT: its session ended, it released them, fenced %d time(s); owners now %v; "+
 		"data topics' high watermarks at the stop %v, at the SIGCONT %v",
 		mb.n, owned, paused.Round(time.Millisecond), fenced, own, c.pausedAt, c.resumedAt)
