@@ -450,7 +450,9 @@ func (c *clusterRun) kill9(rng *rand.Rand) {
 	c.takeovers = append(c.takeovers, took)
 	moved := map[string]int{}
 	for _, id := range owned {
-		moved[id] = own[id]
+		if o, ok := own[id]; ok { // an idle backfill worker may have none
+			moved[id] = o
+		}
 	}
 	c.tl.Logf("kill -9 of member %d (owned %v): taken over in %s by %v; member %d started in its place",
 		mb.n, owned, took.Round(time.Millisecond), moved, n)
