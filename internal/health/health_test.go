@@ -170,5 +170,5 @@ func TestStandby(t *testing.T) {
 	b.Ready()
 	_, rep = get(t, tr.ServeReady, "/readyz")
 	assert.Equal(t, StateReady, rep.Streams["b"].State)
-	assert.Equal(t, 1.0, testutil.ToFloat64(tr.up.WithLabelValues("b")))
+	assert.InDelta(t, 1.0, testutil.ToFloat64(tr.up.WithLabelValues("b")), 0)
 }
