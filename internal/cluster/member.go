@@ -129,6 +129,17 @@ type owned struct {
 	since  time.Time
 }
 
+// ended reports whether the item's run has returned while the member still
+// owns it (an idle backfill worker, a one-shot load done, a failed stream).
+func (o *owned) ended() bool {
+	select {
+	case <-o.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // New returns a member; Run joins the group.
 func New(cfg Config, d Deps) *Member {
 	if d.Logger == nil {
@@ -249,12 +260,15 @@ func (m *Member) weights() []sink.GroupItem {
 	for _, s := range m.cfg.Streams {
 		busy := m.d.Backfilling != nil && m.d.Backfilling(s.ID)
 		w := max(s.Weight, 0)
-		switch _, mine := m.owned[s.ID]; {
+		o, mine := m.owned[s.ID]
+		switch {
 		case busy:
 			w = max(s.Weight, s.Busy, 1) * m.cfg.BackfillWeight
-		case s.Busy > 0 && !mine:
-			// A backfill worker another member may be running: assume it
-			// busy (its owner's report wins at the leader).
+		case s.Busy > 0 && (!mine || !o.ended()):
+			// A backfill worker is busy until its run here has found its
+			// part published or its stream live (then it weighs 0); one
+			// another member owns is assumed busy (its owner's report wins
+			// at the leader).
 			w = s.Busy * m.cfg.BackfillWeight
 		}
 		out = append(out, sink.GroupItem{ID: s.ID, Weight: w})
