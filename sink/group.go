@@ -182,13 +182,6 @@ func JoinGroup(cfg Config, gc GroupConfig, items func() []GroupItem, plan GroupP
 	return g, nil
 }
 
-// Member returns the member's id and generation (-1 before its first
-// assignment).
-func (g *Group) Member() Generation {
-	id, gen := g.cl.GroupMetadata()
-	return Generation{MemberID: id, Generation: gen}
-}
-
 // Rejoin asks the group for a new round, after the items' weights changed.
 func (g *Group) Rejoin() { g.cl.ForceRebalance() }
 

@@ -126,7 +126,6 @@ type Member struct {
 type owned struct {
 	cancel context.CancelFunc
 	done   chan struct{}
-	since  time.Time
 }
 
 // ended reports whether the item's run has returned while the member still
@@ -403,7 +402,7 @@ func waitAll(os []*owned, bound time.Duration) bool {
 // startLocked runs stream id until the member releases it.
 func (m *Member) startLocked(id string) {
 	ctx, cancel := m.streamCtx()
-	o := &owned{cancel: cancel, done: make(chan struct{}), since: m.d.Now()}
+	o := &owned{cancel: cancel, done: make(chan struct{})}
 	m.owned[id] = o
 	m.m.owned.WithLabelValues(id).Set(1)
 	m.d.Health(id).Starting("this member took it over")
@@ -453,16 +452,4 @@ func (m *Member) runStream(ctx context.Context, id string, o *owned) {
 // took the stream.
 func fenced(err error) bool {
 	return errors.Is(err, sink.ErrFenced) || errors.Is(err, offsets.ErrFenced)
-}
-
-// Owned returns the streams this member runs now, sorted.
-func (m *Member) Owned() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]string, 0, len(m.owned))
-	for id := range m.owned {
-		out = append(out, id)
-	}
-	slices.Sort(out)
-	return out
 }
