@@ -115,9 +115,13 @@
 //
 // Retention is in blocks ([Config.Retention], default 128): once a watermark
 // is emitted, the oldest watermarks all of whose ranges end more than
-// Retention blocks before its start are pruned (amp-protocol.md §5.2; pruning
-// applies at once to the working state and reaches the snapshot at the
-// commit). A reorg whose fork point lies below every retained watermark,
+// Retention blocks before its start are pruned, except the newest of them,
+// which stays as the recovery point of a fork at that depth
+// (amp-protocol.md §5.2, whose Rust client prunes it too; pruning applies at
+// once to the working state and reaches the snapshot at the commit). So a
+// reorg whose fork point is at most Retention blocks below the newest
+// watermark's start is always recoverable, even when one long microbatch (a
+// catch-up after an outage) spans most of the window. A reorg whose fork point lies below every retained watermark,
 // after some were pruned (or the snapshot is marked Incomplete), returns a
 // [*UnrecoverableError] wrapping [ErrUnrecoverable] and leaves the state
 // unchanged: the stream must stop, and `bridge rewind --stream S --to-block

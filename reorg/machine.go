@@ -17,12 +17,15 @@ const MaxRetention = 1_000_000
 // Config configures a [Machine].
 type Config struct {
 	// Retention is how far back, in blocks, completed microbatches are kept
-	// for reorg recovery: a watermark is pruned once all its ranges end
-	// more than Retention blocks before the start of the newest watermark
-	// (amp-protocol.md §5.2). A reorg whose fork point lies below the
-	// oldest retained watermark is unrecoverable ([ErrUnrecoverable]).
-	// Default [DefaultRetention] (128); zero keeps only the newest
-	// watermark, so start from [DefaultConfig].
+	// for reorg recovery: a reorg whose fork point is at most Retention
+	// blocks before the start of the newest watermark is always
+	// recoverable. Of the watermarks all of whose ranges end before that
+	// cutoff, the newest is kept (the recovery point) and the older ones
+	// are pruned (amp-protocol.md §5.2, without the Rust client's gap of
+	// pruning the recovery point too). A reorg whose fork point lies below
+	// the oldest retained watermark is unrecoverable ([ErrUnrecoverable]).
+	// Default [DefaultRetention] (128); zero keeps the newest watermark and
+	// the one before it, so start from [DefaultConfig].
 	Retention uint64
 }
 
@@ -386,8 +389,15 @@ func (m *Machine) watermark() Event {
 }
 
 // pruneCount returns how many of the oldest buffered watermarks are outside
-// retention: walking from the oldest, excluding the newest, while every
-// range ends before the newest's start minus retention (saturating).
+// retention. A watermark is beyond retention when every one of its ranges
+// ends before the newest watermark's start minus retention (saturating);
+// walking from the oldest, excluding the newest, the leading run of such
+// watermarks is counted, and the newest of them is kept: it is the recovery
+// point of a reorg whose fork point is at or after that cutoff. Without it,
+// one microbatch that spans nearly the whole window (a catch-up after an
+// outage) would make a reorg of its last blocks unrecoverable, as its start
+// lies below the cutoff while the fork point does not. amp-protocol.md §5.2
+// (the Rust client) prunes that watermark too, and notes the gap.
 func (m *Machine) pruneCount() int {
 	latest := m.buf[len(m.buf)-1].Ranges
 	n := 0
@@ -395,12 +405,12 @@ func (m *Machine) pruneCount() int {
 		for _, r := range w.Ranges {
 			l, ok := rangeOf(latest, r.Network)
 			if !ok || l.Start < m.cfg.Retention || r.End >= l.Start-m.cfg.Retention {
-				return n
+				return max(n-1, 0)
 			}
 		}
 		n++
 	}
-	return n
+	return max(n-1, 0)
 }
 
 func (m *Machine) batchID() string {

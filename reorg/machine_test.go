@@ -70,15 +70,52 @@ func TestC2_SeveralDataThenWatermark(t *testing.T) {
 	assert.Equal(t, "D#0 D#1 D#2 W#3", brief(evs))
 }
 
+// TestC3_Retention10Prunes differs from the Rust client on purpose: with
+// the cutoff at 21−10 = 11, W#1 (0..=5) and W#3 (6..=10) both end before
+// it, and Rust prunes both (prune = 3), so a fork at block 11, within
+// retention, would be unrecoverable. Go keeps W#3, the recovery point of
+// such a fork (prune = 1).
 func TestC3_Retention10Prunes(t *testing.T) {
 	m := newMachine(t, 10, Snapshot{})
 	evs := feed(t, m, D(R(0, 5, 0)), W(R(0, 5, 0)), D(R(6, 10, 0)), W(R(6, 10, 0)),
 		D(R(11, 20, 0)), W(R(11, 20, 0)), D(R(21, 25, 0)), W(R(21, 25, 0)))
-	assert.Equal(t, "D#0 W#1 D#2 W#3 D#4 W#5 D#6 W#7/p3", brief(evs))
+	assert.Equal(t, "D#0 W#1 D#2 W#3 D#4 W#5 D#6 W#7/p1", brief(evs))
 	snap := m.Snapshot()
 	assert.True(t, snap.Incomplete)
-	require.Len(t, snap.Watermarks, 2)
-	assert.Equal(t, uint64(5), snap.Watermarks[0].Seq)
+	require.Len(t, snap.Watermarks, 3)
+	assert.Equal(t, uint64(3), snap.Watermarks[0].Seq)
+	evs, err := m.Apply([]BlockRange{R(11, 12, 1)}, false, 1)
+	require.NoError(t, err, "a fork at the cutoff is within retention")
+	assert.Equal(t, "U#8:reorg:4..=7 D#9", brief(evs))
+}
+
+// TestRetentionKeepsTheRecoveryPointOfALongMicrobatch is the shape CI met
+// after an outage of about the retention: one catch-up microbatch 82..=208
+// (127 blocks under a retention of 128), a few one-block microbatches, then
+// a reorg of 208..=211. The fork is 4 blocks deep, but its recovery point is
+// the watermark before the long microbatch (…=81), which ends more than 128
+// blocks before the newest start: the Rust rule prunes it and the reorg is
+// unrecoverable; Go keeps it.
+func TestRetentionKeepsTheRecoveryPointOfALongMicrobatch(t *testing.T) {
+	m := newMachine(t, DefaultRetention, Snapshot{})
+	var msgs []step
+	for b := uint64(0); b <= 81; b++ {
+		msgs = append(msgs, D(R(b, b, 0)), W(R(b, b, 0)))
+	}
+	msgs = append(msgs, D(R(82, 208, 0)), W(R(82, 208, 0)))
+	for b := uint64(209); b <= 215; b++ {
+		msgs = append(msgs, D(R(b, b, 0)), W(R(b, b, 0)))
+	}
+	feed(t, m, msgs...)
+	snap := m.Snapshot()
+	require.True(t, snap.Incomplete, "retention pruned the oldest watermarks")
+	require.Equal(t, uint64(81), snap.Watermarks[0].Ranges[0].End, "the watermark before the long microbatch stays")
+	evs, err := m.Apply([]BlockRange{R(208, 211, 1)}, false, 1)
+	var rc *ReconnectError
+	require.ErrorAs(t, err, &rc, "the fork is inside the long microbatch: undo it and reconnect before it")
+	require.NotEmpty(t, evs)
+	assert.Equal(t, KindUndo, evs[0].Kind)
+	assert.Equal(t, uint64(81), rc.Cursor["eth"].Number)
 }
 
 func TestC4_Retention20NoPrune(t *testing.T) {
@@ -91,7 +128,11 @@ func TestC4_Retention20NoPrune(t *testing.T) {
 func TestC5_Retention5(t *testing.T) {
 	m := newMachine(t, 5, Snapshot{})
 	evs := feed(t, m, D(R(0, 5, 0)), W(R(0, 5, 0)), D(R(6, 10, 0)), W(R(6, 10, 0)), D(R(11, 15, 0)), W(R(11, 15, 0)))
-	assert.Equal(t, "D#0 W#1 D#2 W#3 D#4 W#5/p1", brief(evs))
+	// Rust prunes W#1 here (prune = 1): the cutoff is 11−5 = 6 and W#1 ends
+	// at 5. Go keeps it, the recovery point of a fork at block 6.
+	assert.Equal(t, "D#0 W#1 D#2 W#3 D#4 W#5", brief(evs))
+	evs = feed(t, m, D(R(16, 20, 0)), W(R(16, 20, 0)))
+	assert.Equal(t, "D#6 W#7/p1", brief(evs), "once W#3 is beyond retention too, W#1 goes")
 }
 
 func TestC6_MultiNetwork(t *testing.T) {
@@ -248,8 +289,10 @@ func TestC18_RewindThenContinue(t *testing.T) {
 
 func TestC19_Unrecoverable(t *testing.T) {
 	m := newMachine(t, 0, Snapshot{})
-	evs := feed(t, m, D(R(0, 10, 0)), W(R(0, 10, 0)), D(R(11, 20, 0)), W(R(11, 20, 0)))
-	require.Equal(t, "D#0 W#1 D#2 W#3/p1", brief(evs))
+	// Retention 0 keeps the newest watermark and the one before it (the
+	// recovery point of a fork at the newest's start).
+	evs := feed(t, m, D(R(0, 10, 0)), W(R(0, 10, 0)), D(R(11, 20, 0)), W(R(11, 20, 0)), D(R(21, 30, 0)), W(R(21, 30, 0)))
+	require.Equal(t, "D#0 W#1 D#2 W#3 D#4 W#5/p1", brief(evs))
 	before := m.Snapshot()
 	evs, err := m.Apply([]BlockRange{R(11, 15, 1)}, false, 1)
 	require.ErrorIs(t, err, ErrUnrecoverable)
@@ -262,7 +305,7 @@ func TestC19_Unrecoverable(t *testing.T) {
 		assert.Contains(t, err.Error(), s)
 	}
 	assert.Equal(t, before, m.Snapshot(), "state unchanged")
-	assert.Equal(t, []BlockRange{R(11, 20, 0)}, m.Previous())
+	assert.Equal(t, []BlockRange{R(21, 30, 0)}, m.Previous())
 }
 
 // TestC20_PartialReorgRecovered is the real server's shape of A15: the fork
@@ -464,12 +507,15 @@ func TestSeededSnapshotIncomplete(t *testing.T) {
 // embeds.
 func TestSnapshotWireForm(t *testing.T) {
 	m := newMachine(t, 0, Snapshot{})
-	feed(t, m, W(R(0, 1, 0)), W(R(2, 3, 0)))
+	feed(t, m, W(R(0, 1, 0)), W(R(2, 3, 0)), W(R(4, 5, 0)))
 	b, err := json.Marshal(m.Snapshot())
 	require.NoError(t, err)
-	assert.Equal(t, `{"next":2,"watermarks":[{"seq":1,"ranges":[{"numbers":{"start":2,"end":3},"network":"eth",`+
+	assert.Equal(t, `{"next":3,"watermarks":[{"seq":1,"ranges":[{"numbers":{"start":2,"end":3},"network":"eth",`+
 		`"hash":"0x0000000000000189990000000000000000000000000000000000000000000003",`+
-		`"prev_hash":"0x0000000000000189990000000000000000000000000000000000000000000001"}]}],"incomplete":true}`, string(b))
+		`"prev_hash":"0x0000000000000189990000000000000000000000000000000000000000000001"}]},`+
+		`{"seq":2,"ranges":[{"numbers":{"start":4,"end":5},"network":"eth",`+
+		`"hash":"0x0000000000000189990000000000000000000000000000000000000000000005",`+
+		`"prev_hash":"0x0000000000000189990000000000000000000000000000000000000000000003"}]}],"incomplete":true}`, string(b))
 	var back Snapshot
 	require.NoError(t, json.Unmarshal(b, &back))
 	assert.Equal(t, m.Snapshot(), back)

@@ -214,6 +214,10 @@ type retModel struct {
 	retention uint64
 	wms       []Watermark
 	pruned    bool
+	// cut is the highest cutoff (newest start minus retention) any prune
+	// applied: Config.Retention promises that a fork at or after it is
+	// recoverable, whichever watermarks the model keeps.
+	cut uint64
 }
 
 func (r *retModel) watermark(w Watermark) {
@@ -227,8 +231,11 @@ func (r *retModel) watermark(w Watermark) {
 	for k < len(r.wms)-1 && r.wms[k].Ranges[0].End < cut {
 		k++
 	}
-	if k > 0 {
-		r.wms, r.pruned = slices.Clone(r.wms[k:]), true
+	// The newest watermark beyond the cutoff stays: the recovery point of a
+	// fork at the cutoff.
+	if k > 1 {
+		r.wms, r.pruned = slices.Clone(r.wms[k-1:]), true
+		r.cut = max(r.cut, cut)
 	}
 }
 
@@ -317,6 +324,8 @@ func runPropertyCase(t *testing.T, seed uint64, seen map[string]int) (unrecovera
 			require.Len(t, prev, 1)
 			require.False(t, model.recoverable(msg.r.Start), "ErrUnrecoverable although a retained watermark ends before block %d: %v",
 				msg.r.Start, err)
+			require.Less(t, msg.r.Start, model.cut, "ErrUnrecoverable for a fork at block %d, within retention %d of a newest watermark (cutoff %d): %v",
+				msg.r.Start, retention, model.cut, err)
 			return false
 		default:
 			require.NoError(t, err, "the simulated server is protocol-faithful")
