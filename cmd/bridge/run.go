@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/sr"
@@ -382,6 +383,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	setMemoryLimit(cfg, os.LookupEnv, memlimit.FromCgroup, log)
 	// Serve /readyz (503 while waiting) before connecting: a sidecar may
 	// start before its broker.
 	b := newBridgeShell(cfg, log)
