@@ -7,7 +7,7 @@
 #   make services        start the local stack (deploy/local/stack.sh; env in .local/stack.env)
 #   make services-stop   stop it (KEEP=1 keeps the data)
 #   make build | lint | pydeps
-#   make bench           every published figure beside its peer on this machine (≈35–45 min;
+#   make bench           every published figure beside its peer on this machine (≈40–50 min;
 #                        not part of make test): installs what it needs (deploy/local/stack.sh
 #                        start bench python: broker jars, redis-server, kcat), runs the parts into
 #                        .local/bench and writes BENCHMARKS.md and BENCHMARKS.json (test/perf).
