@@ -87,14 +87,19 @@ func (c *Config) MemoryLimitBytes() int64 {
 // AutoMemoryLimit is memory_limit: auto before the cgroup's cap: what the
 // configured buffers can hold at once, so that the Go heap stays near what
 // the configuration allows rather than growing to twice its live size
-// between collections: 64 MiB (the runtime, the connections and the
-// streams' state) plus amp.read_ahead_bytes (Arrow batches decoded ahead)
-// plus 1.5 × kafka.max_buffered_bytes (the producer's records not yet
-// acknowledged, and the next microbatch held while a commit runs: at most
-// half of it). 224 MiB with the defaults.
+// between collections: 64 MiB (the runtime and the connections) plus
+// amp.read_ahead_bytes (Arrow batches decoded ahead) plus 1.5 ×
+// kafka.max_buffered_bytes (the producer's records not yet acknowledged,
+// and the next microbatch held while a commit runs: at most half of it)
+// plus 2 MiB per stream (its producer, reader, Flight stream and encoder,
+// and its records in flight: a limit without it made 100 busy streams
+// spend their time collecting). 226 MiB with the defaults and one stream.
 func (c *Config) AutoMemoryLimit() int64 {
-	return 64<<20 + int64(c.Amp.ReadAheadBytes) + 3*int64(c.Kafka.MaxBufferedBytes)/2
+	return 64<<20 + int64(c.Amp.ReadAheadBytes) + 3*int64(c.Kafka.MaxBufferedBytes)/2 + int64(len(c.Streams))*perStreamMemory
 }
+
+// perStreamMemory is AutoMemoryLimit's part for each stream.
+const perStreamMemory = 2 << 20
 
 // AmpConfig configures the Arrow Flight connection to Amp: every field of
 // source.Config is reachable here (see Source).
