@@ -7,7 +7,7 @@
 #   make services        start the local stack (deploy/local/stack.sh; env in .local/stack.env)
 #   make services-stop   stop it (KEEP=1 keeps the data)
 #   make build | lint | pydeps
-#   make bench           every published figure beside its peer on this machine (≈35–45 min;
+#   make bench           every published figure beside its peer on this machine (≈40–50 min;
 #                        not part of make test): installs what it needs (deploy/local/stack.sh
 #                        start bench python: broker jars, redis-server, kcat), runs the parts into
 #                        .local/bench and writes BENCHMARKS.md and BENCHMARKS.json (test/perf).
@@ -159,8 +159,10 @@ bench-go:
 # mode and kill -9s a stream's owner 20 times (≈10 min; 3 with BENCH_SMOKE=1), then a rolling
 # restart, then its peer (bare franz-go group members). BENCH_SMOKE=1 runs every part for
 # seconds (a check, not figures).
-# test/perf TestMemory (-perf.memory, writing DIR/memory.json) runs when the package
-# defines that flag; until then the report says memory was not measured.
+# The memory part (test/perf TestMemory, DIR/memory/memory.json) runs each case 3 times and
+# reports the median peak RSS (≈4 min); the cost-per-stream part (test/perf TestStreamsCost,
+# DIR/streams_cost/streams_cost.json) runs the bridge with 1, 10 and 100 idle streams, 30 s
+# of idle CPU each, then 300 blocks mined for all at once (≈3 min).
 BENCH_OUT := $(CURDIR)/.local/bench
 ifeq ($(BENCH_SMOKE),1)
 BENCH_ENCODE_FLAGS ?= -count 1 -benchtime 20x
@@ -168,39 +170,43 @@ BENCH_RECOVER_FLAGS ?= -benchtime 2x
 BENCH_E2E_FLAGS ?= -perf.warmup 5s -perf.run 5s -perf.runs 1 -perf.peer-warmup 2s -perf.python-run 5s -perf.capture 20000
 BENCH_LATENCY_FLAGS ?= -perf.reorg-samples 3 -perf.reorg-samples-deep 2 -perf.restart-samples 2
 BENCH_TAKEOVER_FLAGS ?= -perf.takeover-kills 3
+BENCH_MEMORY_FLAGS ?= -perf.memory-runs 1
+BENCH_STREAMS_COST_FLAGS ?= -perf.stream-counts 1,10 -perf.idle 3s -perf.busy-blocks 20
 else
 BENCH_ENCODE_FLAGS ?= -count 5
 BENCH_RECOVER_FLAGS ?= -benchtime 20x
 BENCH_E2E_FLAGS ?= -perf.warmup 60s -perf.run 30s -perf.runs 3 -perf.peer-warmup 15s -perf.python-run 60s
 BENCH_LATENCY_FLAGS ?= -perf.reorg-samples 100 -perf.reorg-samples-deep 20 -perf.restart-samples 10
 BENCH_TAKEOVER_FLAGS ?= -perf.takeover-kills 20
+BENCH_MEMORY_FLAGS ?= -perf.memory-runs 3
+BENCH_STREAMS_COST_FLAGS ?= -perf.stream-counts 1,10,100 -perf.idle 30s -perf.busy-blocks 300
 endif
 BENCH_PEERS ?= kcat-idempotent,kcat-defaults,franz-go-idempotent,franz-go-txn,python-loader
-BENCH_MEMORY_FLAGS ?=
 bench:
 	$(STACK) start bench python
 	@set -a; . .local/bench.env; . .local/venv.env; set +a; \
 	out=$(BENCH_OUT); rm -rf $$out; mkdir -p $$out; start=$$SECONDS; failed=; \
 	load() { echo "load: $$(cut -d' ' -f1-3 /proc/loadavg)"; }; \
-	echo "== [1/7] encoder: hot path, hamba, goavro (encode.txt)"; \
+	echo "== [1/8] encoder: hot path, hamba, goavro (encode.txt)"; \
 	{ load; $(GO) test -run '^$$' -bench Encode -benchmem -cpu 1 $(BENCH_ENCODE_FLAGS) ./encode/; load; } | tee $$out/encode.txt || failed+=" encoder"; \
-	echo "== [2/7] Redis-less start over 100,000 control events (recover.txt)"; \
+	echo "== [2/8] Redis-less start over 100,000 control events (recover.txt)"; \
 	{ load; $(GO) test -run '^$$' -bench 'RecoverRedisLess/kafka/events=100000' $(BENCH_RECOVER_FLAGS) ./internal/pipeline/; load; } | tee $$out/recover.txt || failed+=" recovery"; \
-	echo "== [3/7] memory (test/perf TestMemory, when present)"; \
-	if grep -qs '"perf.memory"' test/perf/*_test.go; then \
-		mkdir -p $$out/memory; \
-		$(GO) test -run '^TestMemory$$' -count=1 -v -timeout 1h ./test/perf/ -perf.memory -perf.out $$out/memory $(BENCH_MEMORY_FLAGS) || failed+=" memory"; \
-	else echo "test/perf has no -perf.memory flag yet: memory is not measured"; fi; \
-	echo "== [4/7] end to end on Apache Kafka: the bridge and its peers (e2e.json)"; \
+	echo "== [3/8] memory: peak RSS through a catch-up, the microbatch slope, a backfill, 100 streams (memory/memory.json)"; \
+	mkdir -p $$out/memory; \
+	$(GO) test -run '^TestMemory$$' -count=1 -v -timeout 1h ./test/perf/ -perf.memory -perf.out $$out/memory $(BENCH_MEMORY_FLAGS) || failed+=" memory"; \
+	echo "== [4/8] cost per stream: RSS and idle CPU with 1, 10, 100 streams, fairness (streams_cost/streams_cost.json)"; \
+	mkdir -p $$out/streams_cost; \
+	$(GO) test -run '^TestStreamsCost$$' -count=1 -v -timeout 1h ./test/perf/ -perf.streams-cost -perf.out $$out/streams_cost $(BENCH_STREAMS_COST_FLAGS) || failed+=" streams-cost"; \
+	echo "== [5/8] end to end on Apache Kafka: the bridge and its peers (e2e.json)"; \
 	$(GO) test -run '^TestThroughput$$' -count=1 -v -timeout 2h ./test/perf/ -perf.e2e -perf.configs kafka/p1,kafka/p6 \
 		-perf.peers $(BENCH_PEERS) -perf.out $$out/e2e -perf.json $$out/e2e.json $(BENCH_E2E_FLAGS) || failed+=" end-to-end"; \
-	echo "== [5/7] reorg and restart latency (latency.json)"; \
+	echo "== [6/8] reorg and restart latency (latency.json)"; \
 	$(GO) test -run '^TestLatency$$' -count=1 -v -timeout 1h ./test/perf/ -perf.latency -perf.out $$out \
 		-perf.latency-json $$out/latency.json $(BENCH_LATENCY_FLAGS) || failed+=" latency"; \
-	echo "== [6/7] cluster mode: takeover after kill -9, rolling restart, the bare franz-go group failover (takeover.json)"; \
+	echo "== [7/8] cluster mode: takeover after kill -9, rolling restart, the bare franz-go group failover (takeover.json)"; \
 	$(GO) test -run '^TestTakeover$$' -count=1 -v -timeout 1h ./test/perf/ -perf.takeover -perf.out $$out \
 		-perf.takeover-json $$out/takeover.json $(BENCH_TAKEOVER_FLAGS) || failed+=" takeover"; \
-	echo "== [7/7] report"; \
+	echo "== [8/8] report"; \
 	$(GO) test -run '^TestBenchReport$$' -count=1 -v ./test/perf/ -perf.report $$out \
 		-perf.report-md $(CURDIR)/BENCHMARKS.md -perf.report-json $(CURDIR)/BENCHMARKS.json; \
 	echo "== make bench done in $$((SECONDS - start)) s: BENCHMARKS.md, BENCHMARKS.json (parts, logs and profiles in $$out)"; \

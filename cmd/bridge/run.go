@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/sr"
@@ -28,10 +29,13 @@ import (
 // bridge is the shared components of a bridge process, each built only
 // when the command needs it.
 type bridge struct {
-	cfg      *config.Config
-	log      *slog.Logger
-	reg      *prometheus.Registry
-	metrics  *pipeline.Metrics
+	cfg     *config.Config
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	metrics *pipeline.Metrics
+	// slabs is the encoded records' memory kept for reuse, shared by the
+	// streams.
+	slabs    *pipeline.SlabCache
 	amp      *source.Client
 	kafka    sink.Config
 	admin    *sink.Admin
@@ -103,6 +107,7 @@ func newBridgeShell(cfg *config.Config, log *slog.Logger) *bridge {
 	b := &bridge{cfg: cfg, log: log, reg: prometheus.NewRegistry(), kafka: cfg.Sink()}
 	b.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b.metrics = pipeline.NewMetrics(b.reg)
+	b.slabs = pipeline.NewSlabCache()
 	b.health = health.New(health.Config{ReadyAfter: cfg.HTTP.ReadyTimeout, LiveAfter: cfg.HTTP.LiveTimeout,
 		ProbeInterval: cfg.HTTP.ProbeInterval}, b.reg, log.With("component", "health"), time.Now)
 	for _, sc := range cfg.Streams {
@@ -253,7 +258,7 @@ func (b *bridge) close() {
 // deps are the pipeline's dependencies of stream id.
 func (b *bridge) deps(id string) pipeline.Deps {
 	return pipeline.Deps{Health: b.health.Stream(id), StoreTimeout: b.cfg.Checkpoint.Timeout,
-		Logger: b.log, Metrics: b.metrics, Registerer: b.reg, Amp: b.amp, Kafka: b.kafka, Admin: b.admin,
+		Logger: b.log, Metrics: b.metrics, Slabs: b.slabs, Registerer: b.reg, Amp: b.amp, Kafka: b.kafka, Admin: b.admin,
 		Store: b.store, Registry: b.registry, Control: b.control, ControlTopic: b.cfg.Kafka.ControlTopic,
 		ReplicationFactor: b.cfg.Kafka.ReplicationFactor, Version: buildVersion(), Now: time.Now,
 		RestartMin: b.cfg.Amp.ReconnectMin, RestartMax: b.cfg.Amp.ReconnectMax, Events: b.events,
@@ -382,6 +387,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	setMemoryLimit(cfg, os.LookupEnv, memlimit.FromCgroup, log)
 	// Serve /readyz (503 while waiting) before connecting: a sidecar may
 	// start before its broker.
 	b := newBridgeShell(cfg, log)

@@ -42,6 +42,20 @@ func TestLoadConfigDefaults(t *testing.T) {
 	assert.Equal(t, 50000, c.Streams[0].Transaction.MaxRows)
 	assert.Equal(t, 100*time.Millisecond, c.Streams[0].Transaction.MaxAge)
 	assert.Equal(t, ByteSize(64<<20), c.Amp.MaxRecvBytes)
+	assert.Equal(t, MemoryLimitAuto, c.MemoryLimit)
+	assert.Equal(t, int64(0), c.MemoryLimitBytes(), "auto")
+	assert.Equal(t, int64(226<<20), c.AutoMemoryLimit(), "64MiB + read_ahead_bytes + 1.5 × max_buffered_bytes + 2MiB for the one stream")
+}
+
+func TestMemoryLimitConfig(t *testing.T) {
+	for in, want := range map[string]int64{"off": -1, "auto": 0, "256MiB": 256 << 20, "1GiB": 1 << 30} {
+		c, err := LoadConfig(writeConfig(t, minimalYAML), envMap(map[string]string{"BRIDGE_MEMORY_LIMIT": in}))
+		require.NoError(t, err, in)
+		assert.Equal(t, want, c.MemoryLimitBytes(), in)
+	}
+	c, err := LoadConfig(writeConfig(t, minimalYAML), envMap(map[string]string{"BRIDGE_KAFKA_MAX_BUFFERED_BYTES": "16MiB"}))
+	require.NoError(t, err)
+	assert.Equal(t, int64(64<<20+64<<20+24<<20+2<<20), c.AutoMemoryLimit(), "follows kafka.max_buffered_bytes")
 }
 
 func TestLoadConfigEnvOverridesAndSecrets(t *testing.T) {
@@ -143,6 +157,8 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"registry basic and bearer", minimalYAML + "registry: {url: 'https://r:8081', username: u}\n",
 			map[string]string{"BRIDGE_REGISTRY_PASSWORD": "pw", "BRIDGE_REGISTRY_TOKEN": "tok"}, []string{"registry.username", "registry.token_file", "one of them"}},
 		{"registry credentials in url", minimalYAML + "registry: {url: 'https://u:pw@r:8081'}\n", nil, []string{"registry.url holds credentials"}},
+		{"memory_limit word", minimalYAML + "memory_limit: lots\n", nil, []string{"memory_limit", `"lots"`, "want auto, off or a size"}},
+		{"memory_limit small", minimalYAML + "memory_limit: 1MiB\n", nil, []string{"memory_limit", "at least 32MiB"}},
 		{"registry options without url", minimalYAML + "registry: {username: u}\n", nil, []string{"registry.url", "is empty"}},
 	}
 	for _, tt := range tests {

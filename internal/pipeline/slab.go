@@ -15,22 +15,35 @@ import (
 // buffer alive.
 const slabRows = 1024
 
-// maxFreeBytes bounds the encoded bytes a pool keeps for reuse: the slabs
-// of the records in flight come back as they are acknowledged and are
-// taken again at once, so a few batches' worth is enough to recycle
+// maxFreeBytes bounds the encoded bytes a SlabCache keeps for reuse: the
+// slabs of the records in flight come back as they are acknowledged and
+// are taken again at once, so a few batches' worth is enough to recycle
 // without allocating, and a burst does not keep its memory for ever.
 const maxFreeBytes = 8 << 20
 
-// slabPool recycles the encoded records of Arrow batches: a slab holds the
-// records of one batch and returns to the pool when the producer has
-// acknowledged, failed or dropped every one of them. Memory then follows
-// what the producer holds (kafka.max_buffered_bytes), not the size of the
-// open transaction. It is safe for concurrent use: slabs come back on
-// franz-go's goroutines.
-type slabPool struct {
+// SlabCache keeps the slabs (encoded records) that streams have finished
+// with, for reuse, within one bound (8 MiB) shared by every stream given
+// it (Deps.Slabs): what a process keeps between batches does not grow
+// with its number of streams (with a cache each, 100 idle streams could
+// keep 800 MiB). Safe for concurrent use.
+type SlabCache struct {
 	mu        sync.Mutex
 	free      []*slab
 	freeBytes int
+}
+
+// NewSlabCache returns an empty cache, for the streams of one process.
+func NewSlabCache() *SlabCache { return &SlabCache{} }
+
+// slabPool hands out the slabs of one stream (its workers included): a
+// slab holds the records of one batch and returns to the pool's cache
+// when the producer has acknowledged, failed or dropped every one of
+// them. Memory then follows what the producer holds
+// (kafka.max_buffered_bytes), not the size of the open transaction. It is
+// safe for concurrent use: slabs come back on franz-go's goroutines. The
+// zero value has a cache of its own.
+type slabPool struct {
+	shared atomic.Pointer[SlabCache]
 	// live counts the slabs taken and not yet back (tests, leak checks).
 	live atomic.Int64
 }
@@ -39,7 +52,8 @@ type slabPool struct {
 // records produced from it. Its memory is reused only once every record's
 // Release and the producing caller's done have been called.
 type slab struct {
-	out  encode.Batch
+	out encode.Batch
+	// pool is the pool that handed the slab out last.
 	pool *slabPool
 	// refs is the records not yet released plus one for the caller while
 	// it produces.
@@ -48,20 +62,32 @@ type slab struct {
 	size int
 }
 
+// cache is p's SlabCache: the one set (Stream's Deps.Slabs), else one of
+// its own.
+func (p *slabPool) cache() *SlabCache {
+	if c := p.shared.Load(); c != nil {
+		return c
+	}
+	p.shared.CompareAndSwap(nil, NewSlabCache())
+	return p.shared.Load()
+}
+
 // get returns an empty slab held by the caller, who calls hand for the
 // records it produces from it and then done.
 func (p *slabPool) get() *slab {
 	p.live.Add(1)
-	p.mu.Lock()
+	c := p.cache()
+	c.mu.Lock()
 	var s *slab
-	if n := len(p.free); n > 0 {
-		s, p.free = p.free[n-1], p.free[:n-1]
-		p.freeBytes -= s.size
+	if n := len(c.free); n > 0 {
+		s, c.free = c.free[n-1], c.free[:n-1]
+		c.freeBytes -= s.size
 	}
-	p.mu.Unlock()
+	c.mu.Unlock()
 	if s == nil {
-		s = &slab{pool: p}
+		s = &slab{}
 	}
+	s.pool = p
 	s.refs.Store(1)
 	return s
 }
@@ -88,12 +114,13 @@ func (s *slab) unref() {
 	s.size = s.out.Size()
 	s.out.Reset()
 	p.live.Add(-1)
-	p.mu.Lock()
-	if p.freeBytes+s.size <= maxFreeBytes {
-		p.free = append(p.free, s)
-		p.freeBytes += s.size
+	c := p.cache()
+	c.mu.Lock()
+	if c.freeBytes+s.size <= maxFreeBytes {
+		c.free = append(c.free, s)
+		c.freeBytes += s.size
 	}
-	p.mu.Unlock()
+	c.mu.Unlock()
 }
 
 // encodeSlabs encodes rec (meta.RowOffset is its first row's index in the

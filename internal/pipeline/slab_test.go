@@ -3,6 +3,8 @@ package pipeline
 import (
 	"testing"
 
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -52,4 +54,27 @@ func TestSlabOverRelease(t *testing.T) {
 	s := p.get()
 	s.done()
 	assert.Panics(t, s.Release)
+}
+
+// TestSlabCacheShared checks that streams given one SlabCache reuse each
+// other's slabs (what a process keeps, at most maxFreeBytes, does not grow
+// with its number of streams), and that streams without one do not.
+func TestSlabCacheShared(t *testing.T) {
+	c := NewSlabCache()
+	a, b := New(config.StreamConfig{ID: "a"}, Deps{Slabs: c}), New(config.StreamConfig{ID: "b"}, Deps{Slabs: c})
+	s := a.slabs.get()
+	s.done()
+	assert.Zero(t, a.slabs.live.Load())
+	got := b.slabs.get()
+	assert.Same(t, s, got, "stream b reuses the slab stream a finished with")
+	assert.Equal(t, int64(1), b.slabs.live.Load(), "the slab is counted on the pool that handed it out last")
+	got.done()
+	assert.Zero(t, b.slabs.live.Load())
+	assert.Zero(t, a.slabs.live.Load())
+
+	own := New(config.StreamConfig{ID: "own"}, Deps{})
+	other := own.slabs.get()
+	assert.NotSame(t, s, other, "a stream without Deps.Slabs has a cache of its own")
+	other.done()
+	assert.NotSame(t, c, own.slabs.cache())
 }

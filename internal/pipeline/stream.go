@@ -36,6 +36,10 @@ type Deps struct {
 	Logger *slog.Logger
 	// Metrics are the process's stream metrics (NewMetrics).
 	Metrics *Metrics
+	// Slabs keeps the encoded records' memory for reuse, shared by the
+	// process's streams (NewSlabCache); nil gives the stream a cache of
+	// its own.
+	Slabs *SlabCache
 	// Registerer receives the sink's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
 	// Amp is the Flight client.
@@ -164,7 +168,11 @@ func New(cfg config.StreamConfig, deps Deps) *Stream {
 		// The Admin is shared by every stream; its lines name this one.
 		deps.Admin = deps.Admin.WithLogger(log.With("component", "sink"))
 	}
-	return &Stream{cfg: cfg, deps: deps, log: log}
+	r := &Stream{cfg: cfg, deps: deps, log: log}
+	if deps.Slabs != nil {
+		r.slabs.shared.Store(deps.Slabs)
+	}
+	return r
 }
 
 // ampOpts are the options of the stream's Amp queries: the Flight client

@@ -48,6 +48,18 @@ BenchmarkRecoverRedisLess/kafka/events=100000/full-read-2 	      20	 220000000 n
 			{Name: "rolling-restart-pause", Samples: 4, P50Ms: 500, MaxMs: 1500, PerStreamMaxMs: map[string]float64{"s0": 1500}, Method: "roll"},
 			{Name: "franz-go-group-failover", Samples: 20, P50Ms: 6300, MaxMs: 6400, Method: "floor"}}}))
 
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "memory"), 0o755))
+	require.NoError(t, writeJSON(filepath.Join(dir, "memory", "memory.json"), []memResult{
+		{Name: "catchup-3000-blocks-mb1000", PeakRSSMiB: 128, GoalMiB: 256, Blocks: 3000, TxPerBlock: 300, MicrobatchBlocks: 1000, Streams: 1, RunsMiB: []float64{120, 128, 140}, Broker: "kfake", Delivery: "exactly-once"},
+		{Name: "slope-mb100", PeakRSSMiB: 100, GoalMiB: 256, Blocks: 3000, MicrobatchBlocks: 100, Streams: 1, Broker: "kfake"},
+		{Name: "slope-mb3000", PeakRSSMiB: 120, GoalMiB: 256, Blocks: 3000, MicrobatchBlocks: 3000, Streams: 1, Broker: "kfake"},
+		{Name: "streams-100", PeakRSSMiB: 320, GoalMiB: 256, Blocks: 200, TxPerBlock: 20, Streams: 100, Broker: "kfake"}}))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "streams_cost"), 0o755))
+	require.NoError(t, writeJSON(filepath.Join(dir, "streams_cost", "streams_cost.json"), streamsCostResult{Load: "5 5 5", Broker: "kfake", Runs: []streamsCost{
+		{Streams: 100, RSSMiB: 340, IdleCPUCores: 0.06, BusySeconds: 13, FairMinMax: 0.45, Jain: 0.91},
+		{Streams: 1, RSSMiB: 43, IdleCPUCores: 0.001},
+		{Streams: 10, RSSMiB: 70, IdleCPUCores: 0.004, BusySeconds: 2, FairMinMax: 0.8, Jain: 0.99}}}))
+
 	rep, err := buildReport(t.Context(), dir, "test machine", time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	require.NoError(t, err)
 	byName := map[string]figure{}
@@ -75,12 +87,33 @@ BenchmarkRecoverRedisLess/kafka/events=100000/full-read-2 	      20	 220000000 n
 	_, ok := byName["end to end, exactly-once, 6 partition(s) / franz-go-txn"]
 	assert.False(t, ok, "a peer without a bridge figure on its configuration has no ratio")
 	assert.Contains(t, strings.Join(rep.Missing, ";"), "BenchmarkEncode/goavro-maps-15cols", "a missing peer is named")
-	assert.Contains(t, strings.Join(rep.Missing, ";"), "memory/memory.json")
+	assert.NotContains(t, strings.Join(rep.Missing, ";"), "memory.json")
+	assert.NotContains(t, strings.Join(rep.Missing, ";"), "streams_cost.json")
+	catchup := byName["peak RSS: catch-up of 3000 blocks (~300 transactions each) in 1000-block microbatches, SELECT * / issue #13 goal"]
+	assert.InDelta(t, 2.0, catchup.Ratio, 1e-9, "256 MiB goal / 128 MiB: peer/ours for sizes")
+	assert.Contains(t, catchup.Method, "the median of 3 runs (120, 128, 140 MiB)")
+	assert.InDelta(t, 256.0/320, byName["peak RSS: 100 streams in one process (200 blocks × 20 transactions each) / issue #13 goal"].Ratio, 1e-9)
+	slope := byName["peak RSS over microbatches of 100 / 300 / 1000 / 3000 blocks: the largest over the smallest / issue #13 goal (flat within 10%)"]
+	assert.InDelta(t, 1.2, slope.Ours, 1e-9, "120 / 100")
+	assert.InDelta(t, 1.1/1.2, slope.Ratio, 1e-9)
+	rss := byName["RSS per idle stream, from 1 to 100 streams / issue #13 goal"]
+	assert.InDelta(t, 3.0, rss.Ours, 1e-9, "(340 - 43) / 99, the runs sorted by stream count")
+	assert.InDelta(t, 4.0/3, rss.Ratio, 1e-9)
+	assert.InDelta(t, 3.0, byName["RSS per idle stream, from 1 to 10 streams / issue #13 goal"].Ours, 1e-9, "(70 - 43) / 9")
+	cpu := byName["idle CPU per stream, from 1 to 100 streams / issue #13 goal"]
+	assert.InDelta(t, 100*0.059/99, cpu.Ours, 1e-9, "percent of a core")
+	assert.InDelta(t, 0.5/(100*0.059/99), cpu.Ratio, 1e-9)
+	assert.InDelta(t, 0.45, byName["fairness of 100 busy streams: the slowest stream's rate over the fastest's / perfectly fair"].Ratio, 1e-9)
+	assert.InDelta(t, 0.99, byName["fairness of 10 busy streams: Jain's index of their rates / perfectly fair"].Ours, 1e-9)
+	_, ok = byName["fairness of 1 busy streams: Jain's index of their rates / perfectly fair"]
+	assert.False(t, ok, "one stream has no fairness")
 
 	md := renderMarkdown(rep)
 	for _, want := range []string{"| encoder hot path, 27 columns | 5,000,000 | hamba/avro v2 from Go structs | 500,000 | 10.00× |",
 		"| end to end, exactly-once, 1 partition(s) | 400,000 | kcat-idempotent | 320,000 | 1.25× |", "Not measured in this run:",
-		"reproduces the Amp Python SDK Kafka loader's loop", "## Memory", "No profile in this run.", "## Takeover",
+		"reproduces the Amp Python SDK Kafka loader's loop", "## Memory", "No profile in this run.", "## Takeover", "## Cost per stream",
+		"| RSS per idle stream, from 1 to 100 streams | 3.00 | issue #13 goal | 4.00 | 1.33× | MiB |",
+		"| peak RSS: 100 streams in one process (200 blocks × 20 transactions each) | 320 | issue #13 goal | 256 | 0.80× | MiB peak RSS |",
 		"| kill -9 takeover, max (20 kills), against the goal | 8,000 | issue #14 goal with a 6s session timeout | 10,000 | 1.25× |",
 		"- **franz-go-group-failover** (p50 6,300 ms, max 6,400 ms over 20): floor.", "- **kill9-takeover** (p50 7,000 ms, max 8,000 ms over 20; each: 7,000, 8,000 ms): kill."} {
 		assert.Contains(t, md, want)

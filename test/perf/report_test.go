@@ -32,7 +32,8 @@ import (
 //	e2e.json      TestThroughput -perf.json (the bridge and its peers)
 //	latency.json  TestLatency -perf.latency-json
 //	takeover.json TestTakeover -perf.takeover-json (cluster mode)
-//	memory/memory.json  TestMemory -perf.memory (when that harness exists)
+//	memory/memory.json  TestMemory -perf.memory
+//	streams_cost/streams_cost.json  TestStreamsCost -perf.streams-cost
 var (
 	flagReport    = flag.String("perf.report", "", "directory of make bench's parts: write the report (TestBenchReport)")
 	flagReportMD  = flag.String("perf.report-md", "", "where TestBenchReport writes the Markdown report (default: DIR/BENCHMARKS.md)")
@@ -81,8 +82,10 @@ type report struct {
 	Latency   *latencyFile      `json:"latency,omitempty"`
 	Takeover  *takeoverFile     `json:"takeover,omitempty"`
 	Memory    json.RawMessage   `json:"memory,omitempty"`
-	Profile   []string          `json:"bridge_cpu_profile_top,omitempty"`
-	ProfileOf string            `json:"bridge_cpu_profile,omitempty"`
+	// StreamsCost is TestStreamsCost's streams_cost.json.
+	StreamsCost *streamsCostResult `json:"streams_cost,omitempty"`
+	Profile     []string           `json:"bridge_cpu_profile_top,omitempty"`
+	ProfileOf   string             `json:"bridge_cpu_profile,omitempty"`
 }
 
 // TestBenchReport writes make bench's report from the parts in
@@ -374,13 +377,155 @@ func buildReport(ctx context.Context, dir, mach string, now time.Time) (*report,
 		rep.Missing = append(rep.Missing, "recover.txt (Redis-less start)")
 	}
 
-	// Memory: TestMemory's own figures, kept as it wrote them.
-	if b, err := os.ReadFile(filepath.Join(dir, "memory", "memory.json")); err == nil && json.Valid(b) {
+	// Memory: TestMemory's figures beside issue #13's goal, and its file
+	// as it wrote it in BENCHMARKS.json.
+	var mem []memResult
+	switch err := readJSON(filepath.Join(dir, "memory", "memory.json"), &mem); {
+	case errors.Is(err, errNoResults):
+		rep.Missing = append(rep.Missing, "memory/memory.json (test/perf TestMemory -perf.memory did not run)")
+	case err != nil:
+		return nil, err
+	default:
+		b, _ := json.Marshal(mem)
 		rep.Memory = json.RawMessage(b)
-	} else {
-		rep.Missing = append(rep.Missing, "memory/memory.json (test/perf TestMemory -perf.memory: not in this tree yet, or it did not run)")
+		for _, f := range memoryFigures(mem) {
+			add(f)
+		}
+	}
+
+	// Cost per stream: TestStreamsCost's figures beside issue #13's goals.
+	var sc streamsCostResult
+	switch err := readJSON(filepath.Join(dir, "streams_cost", "streams_cost.json"), &sc); {
+	case errors.Is(err, errNoResults):
+		rep.Missing = append(rep.Missing, "streams_cost/streams_cost.json (test/perf TestStreamsCost -perf.streams-cost did not run)")
+	case err != nil:
+		return nil, err
+	default:
+		rep.StreamsCost = &sc
+		for _, f := range streamsCostFigures(&sc, &rep.Missing) {
+			add(f)
+		}
 	}
 	return rep, nil
+}
+
+// memoryFigures are TestMemory's peaks beside issue #13's goal (256 MiB),
+// and the slope over microbatch sizes (the largest peak over the smallest)
+// beside its goal (1.10).
+func memoryFigures(rs []memResult) []figure {
+	var out []figure
+	lo, hi := 0.0, 0.0
+	var slopeLoad []string
+	for _, r := range rs {
+		runs := ""
+		if len(r.RunsMiB) > 1 {
+			vs := make([]string, 0, len(r.RunsMiB))
+			for _, v := range r.RunsMiB {
+				vs = append(vs, num(v))
+			}
+			runs = fmt.Sprintf("; the median of %d runs (%s MiB)", len(r.RunsMiB), strings.Join(vs, ", "))
+		}
+		limit := "no GOMEMLIMIT"
+		if r.GOMEMLIMIT != "" {
+			limit = "GOMEMLIMIT=" + r.GOMEMLIMIT
+		}
+		if r.MemoryLimitMiB > 0 {
+			limit += fmt.Sprintf(", a soft memory limit of %s MiB", num(r.MemoryLimitMiB))
+		} else {
+			limit += ", no soft memory limit"
+		}
+		name := memCaseTitle(r)
+		out = append(out, figure{Group: "memory", Name: name, Unit: "MiB peak RSS", Ours: r.PeakRSSMiB, Peer: "issue #13 goal", PeerValue: r.GoalMiB,
+			Ratio: r.GoalMiB / math.Max(r.PeakRSSMiB, 1e-9),
+			Method: fmt.Sprintf("test/perf TestMemory: the bridge binary as a process, %s, %s, Redis checkpoints, %s; its VmHWM until every stream committed the head block%s",
+				r.Delivery, r.Broker, limit, runs),
+			Load: r.Load, Broker: r.Broker, Extra: map[string]float64{"rows": float64(r.Rows), "seconds": r.Seconds}})
+		if strings.HasPrefix(r.Name, "slope-") {
+			if lo == 0 || r.PeakRSSMiB < lo {
+				lo = r.PeakRSSMiB
+			}
+			hi = max(hi, r.PeakRSSMiB)
+			slopeLoad = append(slopeLoad, r.Load)
+		}
+	}
+	if lo > 0 {
+		out = append(out, figure{Group: "memory", Name: "peak RSS over microbatches of 100 / 300 / 1000 / 3000 blocks: the largest over the smallest",
+			Unit: "×", Ours: hi / lo, Peer: "issue #13 goal (flat within 10%)", PeerValue: 1.10, Ratio: 1.10 / (hi / lo),
+			Method: "the slope-* cases above", Load: strings.Join(slopeLoad, ", "), Broker: rs[0].Broker})
+	}
+	return out
+}
+
+// memCaseTitle names a TestMemory case for the report.
+func memCaseTitle(r memResult) string {
+	switch {
+	case strings.HasPrefix(r.Name, "catchup-"):
+		return fmt.Sprintf("peak RSS: catch-up of %d blocks (~%d transactions each) in %d-block microbatches, SELECT *", r.Blocks, r.TxPerBlock, r.MicrobatchBlocks)
+	case strings.HasPrefix(r.Name, "slope-"):
+		return fmt.Sprintf("peak RSS: the same %d blocks in %d-block microbatches", r.Blocks, r.MicrobatchBlocks)
+	case r.BackfillWorkers > 0:
+		return fmt.Sprintf("peak RSS: backfill of %d blocks (~%d transactions each), %d workers", r.Blocks, r.TxPerBlock, r.BackfillWorkers)
+	case r.Streams > 1:
+		return fmt.Sprintf("peak RSS: %d streams in one process (%d blocks × %d transactions each)", r.Streams, r.Blocks, r.TxPerBlock)
+	}
+	return "peak RSS: " + r.Name
+}
+
+// streamsCostFigures are TestStreamsCost's figures beside issue #13's
+// goals: per idle stream, RSS (≤ 4 MiB) and CPU (≤ 0.5% of a core), from
+// the smallest process to each larger one; per busy process, how evenly
+// its streams published (the slowest stream's rate over the fastest's, and
+// Jain's index, beside a perfectly fair 1).
+func streamsCostFigures(sc *streamsCostResult, missing *[]string) []figure {
+	runs := slices.Clone(sc.Runs)
+	slices.SortFunc(runs, func(a, b streamsCost) int { return a.Streams - b.Streams })
+	if len(runs) < 2 {
+		*missing = append(*missing, "cost per idle stream (streams_cost.json has fewer than two stream counts)")
+		if len(runs) == 0 {
+			return nil
+		}
+	}
+	const method = "test/perf TestStreamsCost: the bridge binary as a process with N streams of the 15-column query, each its own topic and transactional producer, " +
+		"kfake in its own process, Redis checkpoints; once every stream committed the head, 5 s to settle, then RSS (VmRSS) and CPU over the idle window"
+	broker := sc.Broker
+	lo := runs[0]
+	var out []figure
+	for _, hi := range runs[1:] {
+		d := float64(hi.Streams - lo.Streams)
+		if d <= 0 {
+			continue
+		}
+		between := fmt.Sprintf("from %d to %d streams", lo.Streams, hi.Streams)
+		extra := map[string]float64{"rss_mib_low": lo.RSSMiB, "rss_mib_high": hi.RSSMiB, "idle_cpu_cores_low": lo.IdleCPUCores,
+			"idle_cpu_cores_high": hi.IdleCPUCores, "goroutines_high": hi.Goroutines, "threads_high": hi.Threads}
+		rss := (hi.RSSMiB - lo.RSSMiB) / d
+		out = append(out, figure{Group: "cost per stream", Name: "RSS per idle stream, " + between, Unit: "MiB", Ours: rss,
+			Peer: "issue #13 goal", PeerValue: 4, Ratio: 4 / math.Max(rss, 1e-9),
+			Method: method + fmt.Sprintf(" (%s MiB with %d, %s MiB with %d)", num(lo.RSSMiB), lo.Streams, num(hi.RSSMiB), hi.Streams),
+			Load:   sc.Load, Broker: broker, Extra: extra})
+		cpu := 100 * (hi.IdleCPUCores - lo.IdleCPUCores) / d
+		cpuRatio := 0.0 // none when below what /proc's clock ticks resolve
+		if cpu > 0 {
+			cpuRatio = 0.5 / cpu
+		}
+		out = append(out, figure{Group: "cost per stream", Name: "idle CPU per stream, " + between, Unit: "% of a core", Ours: cpu,
+			Peer: "issue #13 goal", PeerValue: 0.5, Ratio: cpuRatio,
+			Method: method + fmt.Sprintf(" (%.3f%% of a core with %d, %.3f%% with %d)", 100*lo.IdleCPUCores, lo.Streams, 100*hi.IdleCPUCores, hi.Streams),
+			Load:   sc.Load, Broker: broker, Extra: extra})
+	}
+	for _, r := range runs {
+		if r.Streams < 2 {
+			continue
+		}
+		busy := fmt.Sprintf("then blocks mined for all %d streams at once, committed by all in %.1f s; each stream's rate is those rows over the time it took", r.Streams, r.BusySeconds)
+		out = append(out, figure{Group: "cost per stream", Name: fmt.Sprintf("fairness of %d busy streams: the slowest stream's rate over the fastest's", r.Streams),
+			Unit: "×", Ours: r.FairMinMax, Peer: "perfectly fair", PeerValue: 1, Ratio: r.FairMinMax, Method: method + "; " + busy,
+			Load: sc.Load, Broker: broker, Extra: map[string]float64{"busy_seconds": r.BusySeconds}})
+		out = append(out, figure{Group: "cost per stream", Name: fmt.Sprintf("fairness of %d busy streams: Jain's index of their rates", r.Streams),
+			Unit: "index (1/n to 1)", Ours: r.Jain, Peer: "perfectly fair", PeerValue: 1, Ratio: r.Jain, Method: method + "; " + busy,
+			Load: sc.Load, Broker: broker, Extra: map[string]float64{"busy_seconds": r.BusySeconds}})
+	}
+	return out
 }
 
 // takeoverFigures are the figures of TestTakeover's results: the takeover
@@ -542,7 +687,7 @@ func renderMarkdown(rep *report) string {
 	if len(rep.Missing) > 0 {
 		w("Not measured in this run: %s.\n\n", strings.Join(rep.Missing, "; "))
 	}
-	groups := []string{"encoder", "end to end", "latency", "takeover", "recovery"}
+	groups := []string{"encoder", "end to end", "latency", "takeover", "recovery", "memory", "cost per stream"}
 	for _, g := range groups {
 		var fs []figure
 		for _, f := range rep.Figures {
@@ -627,21 +772,22 @@ func renderMarkdown(rep *report) string {
 				}
 				w("\n")
 			}
+		case "memory", "cost per stream":
+			w("Methods:\n\n")
+			seen := map[string]bool{}
+			for _, f := range fs {
+				if !seen[f.Method] {
+					seen[f.Method] = true
+					w("- **%s**: %s.\n", cell(f.Name), f.Method)
+				}
+			}
+			w("\n")
 		case "recovery":
 			for _, f := range fs {
 				w("%s. Records read: %s; peak RSS growth: %s MiB (full read: %s MiB).\n\n", f.Method, num(f.Extra["records_read"]),
 					num(f.Extra["peak_rss_delta_bytes"]/(1<<20)), num(f.Extra["full_read_peak_rss_delta_bytes"]/(1<<20)))
 			}
 		}
-	}
-	w("## Memory\n\n")
-	if len(rep.Memory) > 0 {
-		var pretty bytes.Buffer
-		_ = json.Indent(&pretty, rep.Memory, "", "  ")
-		w("From test/perf TestMemory (`memory/memory.json`, as it wrote it):\n\n```json\n%s\n```\n\n", pretty.String())
-	} else {
-		w("Not measured in this run: test/perf TestMemory (`-perf.memory`) is not in this tree yet, or it did not run. " +
-			"`make bench` runs it when it exists and includes its memory.json here.\n\n")
 	}
 	w("## CPU profile of the bridge, Apache Kafka, 1 partition\n\n")
 	if len(rep.Profile) > 0 {
