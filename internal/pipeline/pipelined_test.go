@@ -179,3 +179,45 @@ func TestHoldBounded(t *testing.T) {
 	require.NoError(t, r.settle(ctx))
 	require.NoError(t, r.prod.Abort(ctx))
 }
+
+// TestProduceGivesBackUnproducedRecords checks produceBatch.produce's
+// references on its slab, taken for every record at once: when a record
+// is refused midway (too large for the topic, or no open transaction) the
+// references of the records not produced are given back, so the slab
+// returns to the pool once the produced records are acknowledged.
+func TestProduceGivesBackUnproducedRecords(t *testing.T) {
+	f := newPipeFixture(t)
+	r := f.r
+	ctx := t.Context()
+
+	// Produced: every reference comes back with the acknowledgements.
+	hb := f.batch(t, "gb")
+	n := hb.slab.out.Len()
+	require.Equal(t, 10, n)
+	require.NoError(t, r.prod.Begin())
+	got, err := hb.out.produce(ctx, r.prod, recordLimit{}, hb.slab)
+	require.NoError(t, err)
+	require.Equal(t, n, got)
+	hb.slab.done()
+	_, err = r.prod.Commit(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, r.slabs.live.Load(), "every produced record released")
+
+	// Refused by the producer: no open transaction.
+	hb = f.batch(t, "gb2")
+	got, err = hb.out.produce(ctx, r.prod, recordLimit{}, hb.slab)
+	require.Error(t, err)
+	assert.Zero(t, got)
+	hb.slab.done()
+	assert.Zero(t, r.slabs.live.Load(), "the refused record and the rest given back")
+
+	// Refused by the record limit at the first record.
+	hb = f.batch(t, "gb3")
+	require.NoError(t, r.prod.Begin())
+	got, err = hb.out.produce(ctx, r.prod, recordLimit{topic: "pipe", batchMax: 10}, hb.slab)
+	require.ErrorIs(t, err, sink.ErrRecordTooLarge)
+	assert.Zero(t, got)
+	hb.slab.done()
+	assert.Zero(t, r.slabs.live.Load(), "the records not produced are given back")
+	require.NoError(t, r.prod.Abort(ctx))
+}

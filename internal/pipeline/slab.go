@@ -69,15 +69,28 @@ func (p *slabPool) get() *slab {
 // hand counts a record about to be produced with s as its Owner.
 func (s *slab) hand() { s.refs.Add(1) }
 
+// handN counts n records about to be produced with s as their Owner, at
+// once: the producing goroutine then does not write the counter that
+// franz-go's goroutines decrement for every record. The caller gives back
+// (unhand) the records it ends up not producing.
+func (s *slab) handN(n int) { s.refs.Add(int64(n)) }
+
+// unhand gives back n records counted by handN that were not produced.
+func (s *slab) unhand(n int) {
+	if n > 0 {
+		s.unref(int64(n))
+	}
+}
+
 // Release implements sink.Releaser: the producer has done with one record.
-func (s *slab) Release() { s.unref() }
+func (s *slab) Release() { s.unref(1) }
 
 // done drops the caller's hold: s returns to its pool once every record
 // handed out is released.
-func (s *slab) done() { s.unref() }
+func (s *slab) done() { s.unref(1) }
 
-func (s *slab) unref() {
-	n := s.refs.Add(-1)
+func (s *slab) unref(k int64) {
+	n := s.refs.Add(-k)
 	switch {
 	case n > 0:
 		return
