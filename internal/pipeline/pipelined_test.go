@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -220,4 +221,42 @@ func TestProduceGivesBackUnproducedRecords(t *testing.T) {
 	hb.slab.done()
 	assert.Zero(t, r.slabs.live.Load(), "the records not produced are given back")
 	require.NoError(t, r.prod.Abort(ctx))
+}
+
+// TestSlabPoolKeepsWhatWasInFlight checks that a pool keeps every slab
+// that comes back at a commit, when all the records in flight are
+// acknowledged at once, up to maxFree (the stream sets
+// kafka.max_buffered_bytes), so that the next transaction reuses them
+// instead of allocating; and that it drops what is above maxFree.
+func TestSlabPoolKeepsWhatWasInFlight(t *testing.T) {
+	f := newPipeFixture(t)
+	assert.Equal(t, sink.DefaultConfig().MaxBufferedBytes, f.r.slabs.maxFree, "the stream's pool keeps up to kafka.max_buffered_bytes")
+	one := f.batch(t, "size").slab
+	size := one.out.Size()
+	one.done()
+	require.Positive(t, size)
+
+	p := &slabPool{maxFree: 40 * size}
+	var out []*slab
+	for range 48 { // 48 batches in flight
+		s := p.get()
+		require.NoError(t, f.enc.Encode(f.rec, encode.BatchMeta{Op: encode.OpCreate, BatchID: "size",
+			Ranges: []reorg.BlockRange{{Network: "eth", Start: 1, End: 1}}}, &s.out))
+		s.hand()
+		s.done()
+		out = append(out, s)
+	}
+	for _, s := range out { // the commit's flush: every record acknowledged
+		s.Release()
+	}
+	assert.Len(t, p.free, 40, "the pool keeps up to maxFree bytes of slabs")
+	reused := 0
+	for range 40 {
+		s := p.get()
+		if slices.Contains(out, s) {
+			reused++
+		}
+		s.done()
+	}
+	assert.Equal(t, 40, reused, "the next transaction's slabs are the kept ones")
 }

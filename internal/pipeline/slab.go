@@ -15,10 +15,8 @@ import (
 // buffer alive.
 const slabRows = 1024
 
-// maxFreeBytes bounds the encoded bytes a pool keeps for reuse: the slabs
-// of the records in flight come back as they are acknowledged and are
-// taken again at once, so a few batches' worth is enough to recycle
-// without allocating, and a burst does not keep its memory for ever.
+// maxFreeBytes is the least a stream's pool keeps for reuse
+// (slabPool.maxFree).
 const maxFreeBytes = 8 << 20
 
 // slabPool recycles the encoded records of Arrow batches: a slab holds the
@@ -28,6 +26,15 @@ const maxFreeBytes = 8 << 20
 // open transaction. It is safe for concurrent use: slabs come back on
 // franz-go's goroutines.
 type slabPool struct {
+	// maxFree bounds the encoded bytes kept for reuse (0: maxFreeBytes).
+	// The stream sets it to kafka.max_buffered_bytes: at a
+	// commit every record in flight is acknowledged and its slab comes
+	// back at once, and the next transaction takes as many again, so a
+	// pool that kept less would allocate (and the collector free) most of
+	// them at every commit. A slab is either in flight or free, so this
+	// does not raise the peak: what is in flight is already bounded by
+	// the same setting.
+	maxFree   int
 	mu        sync.Mutex
 	free      []*slab
 	freeBytes int
@@ -102,7 +109,11 @@ func (s *slab) unref(k int64) {
 	s.out.Reset()
 	p.live.Add(-1)
 	p.mu.Lock()
-	if p.freeBytes+s.size <= maxFreeBytes {
+	limit := p.maxFree
+	if limit <= 0 {
+		limit = maxFreeBytes
+	}
+	if p.freeBytes+s.size <= limit {
 		p.free = append(p.free, s)
 		p.freeBytes += s.size
 	}

@@ -164,7 +164,9 @@ func New(cfg config.StreamConfig, deps Deps) *Stream {
 		// The Admin is shared by every stream; its lines name this one.
 		deps.Admin = deps.Admin.WithLogger(log.With("component", "sink"))
 	}
-	return &Stream{cfg: cfg, deps: deps, log: log}
+	r := &Stream{cfg: cfg, deps: deps, log: log}
+	r.slabs.maxFree = max(deps.Kafka.MaxBufferedBytes, maxFreeBytes)
+	return r
 }
 
 // ampOpts are the options of the stream's Amp queries: the Flight client
