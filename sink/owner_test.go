@@ -2,10 +2,13 @@ package sink
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -66,4 +69,83 @@ func TestRecordOwnerReleased(t *testing.T) {
 	}
 	require.NoError(t, p.Abort(ctx))
 	assert.Equal(t, int64(10), aborted.n.Load(), "records dropped or failed by the abort are released")
+}
+
+// TestProduceInterleavedGroupsAndOwners checks the bookkeeping that runs
+// of records share (the delivery callback of one group and owner, the
+// group and op of the previous record): records of groups, owners and ops
+// interleaved over 3 partitions get each group's own spans and count, each
+// owner its own releases, and each op its own records_written_total.
+func TestProduceInterleavedGroupsAndOwners(t *testing.T) {
+	_, cfg := newCluster(t)
+	a := newAdmin(t, cfg)
+	_, err := a.EnsureTopics(testCtx(t), TopicSpec{Name: "mix", Kind: TopicData, Partitions: 3, ReplicationFactor: 1})
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	p := newProducer(t, cfg, "mix", Deps{Registerer: reg})
+	ctx := testCtx(t)
+
+	var o1, o2 countingOwner
+	type run struct {
+		group, op string
+		owner     *countingOwner
+		n         int
+	}
+	runs := []run{
+		{"A", "c", &o1, 7}, {"B", "c", &o1, 5}, {"A", "r", &o2, 6}, {"", "r", &o2, 3},
+		{"B", "c", nil, 4}, {"A", "c", &o1, 2}, {"C", "d", &o2, 1},
+	}
+	wantRecords := map[string]int{}
+	wantReleased := map[*countingOwner]int64{}
+	wantOps := map[string]float64{}
+	require.NoError(t, p.Begin())
+	i := 0
+	for _, r := range runs {
+		for range r.n {
+			rec := Record{Topic: "mix", Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "%s/%d", r.group, i),
+				Group: r.group, Op: r.op}
+			if r.owner != nil {
+				rec.Owner = r.owner
+				wantReleased[r.owner]++
+			}
+			require.NoError(t, p.Produce(ctx, rec))
+			wantRecords[r.group]++
+			wantOps[r.op]++
+			i++
+		}
+	}
+	c, err := p.Commit(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, i, c.Records)
+	assert.Equal(t, wantReleased[&o1], o1.n.Load(), "owner 1's releases")
+	assert.Equal(t, wantReleased[&o2], o2.n.Load(), "owner 2's releases")
+	require.Len(t, c.Groups, 3, "groups A, B and C; the untracked records have none")
+
+	// Each group's spans are exactly the offsets of its records.
+	want := map[string]map[int32][2]int64{}
+	for _, r := range consumeCommitted(t, cfg, "mix") {
+		g, _, _ := strings.Cut(string(r.Value), "/")
+		if g == "" {
+			continue
+		}
+		if want[g] == nil {
+			want[g] = map[int32][2]int64{}
+		}
+		s, ok := want[g][r.Partition]
+		if !ok {
+			s = [2]int64{r.Offset, r.Offset}
+		}
+		want[g][r.Partition] = [2]int64{min(s[0], r.Offset), max(s[1], r.Offset)}
+	}
+	for _, g := range c.Groups {
+		assert.Equal(t, wantRecords[g.Group], g.Records, "group %s records", g.Group)
+		got := map[int32][2]int64{}
+		for _, s := range g.Spans {
+			got[s.Partition] = [2]int64{s.First, s.Last}
+		}
+		assert.Equal(t, want[g.Group], got, "group %s spans", g.Group)
+	}
+	for op, n := range wantOps {
+		assert.InDelta(t, n, testutil.ToFloat64(p.m.recordsWritten.WithLabelValues("mix", op)), 0, "records_written_total{op=%q}", op)
+	}
 }

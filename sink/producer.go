@@ -57,7 +57,9 @@ type Record struct {
 	// Key, Value and header values: after its acknowledgement, its failure,
 	// or its drop by an abort, or at once when Produce refuses it. Release
 	// is called exactly once per Produce call, on a franz-go goroutine or
-	// the caller's, and must not block.
+	// the caller's, and must not block. It is compared (==) with the
+	// previous record's, whose delivery callback a run of records of one
+	// owner and group shares: use a pointer.
 	Owner Releaser
 }
 
@@ -180,6 +182,13 @@ type Producer struct {
 	// records point to) stays reachable until its last record is handed
 	// out and delivered: at most 255 records' worth.
 	recs []kgo.Record
+	// prom is the delivery callback of the previous record, for its
+	// transaction, group and owner: consecutive records of one group and
+	// owner (an encoded batch's) share it instead of allocating one each.
+	prom      func(*kgo.Record, error)
+	promTxn   *txn
+	promGroup *group
+	promOwner Releaser
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -187,14 +196,29 @@ type Producer struct {
 
 // txn is the state of the open transaction.
 type txn struct {
-	began   time.Time
-	fep     *kgo.FirstErrPromise
+	began time.Time
+	// records counts the records handed to franz-go, each of which gets
+	// its delivery callback exactly once.
 	records int
-	ops     map[string]int
+	ops     map[string]*int
 	groups  []*group
 	byName  map[string]*group
+	// The previous record's group and op counter: a batch's records share
+	// them, so most records need no map lookup.
+	lastGroup *group
+	lastOp    string
+	lastOpN   *int
 
 	failed atomic.Pointer[error] // first failed record, for fast failure
+	// acked counts the delivery callbacks that have run; waitFor is the
+	// count a waiter waits for (-1: none), woken through wake.
+	acked   atomic.Int64
+	waitFor atomic.Int64
+	wake    chan struct{}
+	// aborting tracks the AbortBufferedRecords started by the first
+	// failed record, so that no callback of this transaction runs after
+	// a wait.
+	aborting sync.WaitGroup
 
 	mu sync.Mutex // guards the spans of every group (promises run on kgo goroutines)
 }
@@ -203,6 +227,7 @@ type group struct {
 	name    string
 	records int
 	spans   map[topicPartition]*Span
+	last    *Span // the span of the previous acknowledgement (under txn.mu)
 }
 
 type topicPartition struct {
@@ -363,10 +388,11 @@ func (p *Producer) Begin() error {
 	}
 	p.txn = &txn{
 		began:  p.now(),
-		fep:    kgo.AbortingFirstErrPromise(p.cl),
-		ops:    make(map[string]int),
+		ops:    make(map[string]*int),
 		byName: make(map[string]*group),
+		wake:   make(chan struct{}, 1),
 	}
+	p.txn.waitFor.Store(-1)
 	return nil
 }
 
@@ -402,13 +428,12 @@ func (p *Producer) Produce(ctx context.Context, rec Record) error {
 	if len(p.recs) == 0 {
 		p.recs = make([]kgo.Record, 256)
 	}
-	kr := &p.recs[0]
+	kr := &p.recs[0] // fresh: zero but for what is set here
 	p.recs = p.recs[1:]
-	ts := rec.Timestamp
-	if ts.IsZero() {
-		ts = p.now()
+	kr.Topic, kr.Key, kr.Value, kr.Timestamp = rec.Topic, rec.Key, rec.Value, rec.Timestamp
+	if kr.Timestamp.IsZero() {
+		kr.Timestamp = p.now()
 	}
-	*kr = kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Timestamp: ts}
 	op := rec.Op
 	if len(rec.Headers) > 0 {
 		var hop string
@@ -421,26 +446,59 @@ func (p *Producer) Produce(ctx context.Context, rec Record) error {
 		op = "none"
 	}
 	t.records++
-	t.ops[op]++
+	if op != t.lastOp || t.lastOpN == nil {
+		n := t.ops[op]
+		if n == nil {
+			n = new(int)
+			t.ops[op] = n
+		}
+		t.lastOp, t.lastOpN = op, n
+	}
+	*t.lastOpN++
 	var g *group
 	if rec.Group != "" {
-		if g = t.byName[rec.Group]; g == nil {
-			g = &group{name: rec.Group, spans: make(map[topicPartition]*Span)}
-			t.byName[rec.Group] = g
-			t.groups = append(t.groups, g)
+		if g = t.lastGroup; g == nil || g.name != rec.Group {
+			if g = t.byName[rec.Group]; g == nil {
+				g = &group{name: rec.Group, spans: make(map[topicPartition]*Span)}
+				t.byName[rec.Group] = g
+				t.groups = append(t.groups, g)
+			}
+			t.lastGroup = g
 		}
 		g.records++
 	}
-	done := t.fep.Promise()
-	owner := rec.Owner
+	if p.prom == nil || p.promTxn != t || p.promGroup != g || p.promOwner != rec.Owner {
+		p.prom, p.promTxn, p.promGroup, p.promOwner = p.promise(t, g, rec.Owner), t, g, rec.Owner
+	}
 	handed = true
-	p.cl.Produce(ctx, kr, func(r *kgo.Record, err error) {
+	p.cl.Produce(ctx, kr, p.prom)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("producing to %s: %w", rec.Topic, err)
+	}
+	return nil
+}
+
+// promise returns the delivery callback of records of transaction t, group
+// g (nil: untracked) and owner (nil: none).
+func (p *Producer) promise(t *txn, g *group, owner Releaser) func(*kgo.Record, error) {
+	return func(r *kgo.Record, err error) {
 		if isAuthorization(err) {
 			err = p.cfg.authError(err, fmt.Sprintf("producing to topic %q", r.Topic), OpWrite, p.txnID, r.Topic)
 		}
 		if err != nil {
 			e := err // only a failure's error goes to the heap
-			t.failed.CompareAndSwap(nil, &e)
+			if t.failed.CompareAndSwap(nil, &e) {
+				// Fail what is still buffered at once, rather than
+				// after each record's own retries (what
+				// kgo.AbortingFirstErrPromise does).
+				t.aborting.Add(1)
+				go func() {
+					defer t.aborting.Done()
+					if aerr := p.cl.AbortBufferedRecords(context.Background()); aerr != nil {
+						p.log.Warn("aborting buffered records after a failed record", "err", aerr)
+					}
+				}()
+			}
 		} else if g != nil {
 			t.observe(g, r)
 		}
@@ -449,12 +507,49 @@ func (p *Producer) Produce(ctx context.Context, rec Record) error {
 		if owner != nil {
 			owner.Release()
 		}
-		done(r, err)
-	})
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("producing to %s: %w", rec.Topic, err)
+		t.ack()
 	}
-	return nil
+}
+
+// ack counts one delivery callback and wakes a waiter waiting for it.
+func (t *txn) ack() {
+	if t.acked.Add(1) == t.waitFor.Load() {
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wait waits until every record handed to franz-go so far has had its
+// delivery callback (and an abort started by a failed record has ended),
+// and returns the first record error; it returns false when ctx ends
+// first. Only the producing goroutine calls it.
+func (t *txn) wait(ctx context.Context) (bool, error) {
+	want := int64(t.records)
+	t.waitFor.Store(want)
+	defer t.waitFor.Store(-1)
+	// ack adds, then loads waitFor; this stores waitFor, then loads acked:
+	// one of them sees the other's write, so the last ack is not missed.
+	for t.acked.Load() < want {
+		select {
+		case <-t.wake: // possibly stale: check again
+		case <-ctx.Done():
+			return false, nil
+		}
+	}
+	f := t.failed.Load()
+	if f == nil {
+		return true, nil
+	}
+	done := make(chan struct{})
+	go func() { t.aborting.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true, *f
+	case <-ctx.Done():
+		return false, nil
+	}
 }
 
 // headers returns hs as franz-go's headers and the value of its amp-op
@@ -490,11 +585,14 @@ func (p *Producer) headers(hs []Header) ([]kgo.RecordHeader, string) {
 func (t *txn) observe(g *group, r *kgo.Record) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	tp := topicPartition{r.Topic, r.Partition}
-	s := g.spans[tp]
-	if s == nil {
-		g.spans[tp] = &Span{Topic: r.Topic, Partition: r.Partition, First: r.Offset, Last: r.Offset}
-		return
+	s := g.last
+	if s == nil || s.Partition != r.Partition || s.Topic != r.Topic {
+		tp := topicPartition{r.Topic, r.Partition}
+		if s = g.spans[tp]; s == nil {
+			s = &Span{Topic: r.Topic, Partition: r.Partition, First: r.Offset, Last: r.Offset}
+			g.spans[tp] = s
+		}
+		g.last = s
 	}
 	s.First = min(s.First, r.Offset)
 	s.Last = max(s.Last, r.Offset)
@@ -535,7 +633,7 @@ func (p *Producer) Commit(ctx context.Context) (Committed, error) {
 	// After a successful flush every promise has run or is about to; the
 	// bound only matters when a failed record's background abort hangs.
 	wctx, wcancel := p.detached(ctx)
-	waited, err := waitPromises(wctx, t.fep)
+	waited, err := t.wait(wctx)
 	wcancel()
 	if !waited {
 		err = fmt.Errorf("waiting for record acknowledgements: %w", context.DeadlineExceeded)
@@ -578,7 +676,7 @@ func (p *Producer) Commit(ctx context.Context) (Committed, error) {
 	if p.m != nil {
 		p.m.txnCommits.WithLabelValues(p.label).Inc()
 		for op, n := range t.ops {
-			p.m.recordsWritten.WithLabelValues(p.label, op).Add(float64(n))
+			p.m.recordsWritten.WithLabelValues(p.label, op).Add(float64(*n))
 		}
 		p.m.commitDuration.WithLabelValues(p.label).Observe(end.Sub(start).Seconds())
 	}
@@ -618,7 +716,7 @@ func (p *Producer) abort(ctx context.Context, reason string, cause error) error 
 	// fencing error among them changes the outcome. A produce request that
 	// never gets an answer keeps its promise pending: bounded by actx, and
 	// then the producer's state is unknown.
-	waited, recErr := waitPromises(actx, t.fep)
+	waited, recErr := t.wait(actx)
 	if !waited {
 		p.finish(t, "unknown")
 		p.broken = ErrUnknownOutcome
@@ -670,21 +768,6 @@ func (p *Producer) abort(ctx context.Context, reason string, cause error) error 
 	return fmt.Errorf("%w: %s (%s): %w", ErrAborted, p.txnID, reason, cause)
 }
 
-// waitPromises waits for every promise of fep and returns their first
-// error, or returns false when ctx ends first.
-// The helper goroutine ends when the last promise runs; Close fails every
-// pending record, so it cannot outlive the client.
-func waitPromises(ctx context.Context, fep *kgo.FirstErrPromise) (bool, error) {
-	done := make(chan error, 1)
-	go func() { done <- fep.Err() }()
-	select {
-	case err := <-done:
-		return true, err
-	case <-ctx.Done():
-		return false, nil
-	}
-}
-
 // spans returns what t has acknowledged so far: the spans of every group.
 func (t *txn) spans(now time.Time) Committed {
 	out := Committed{Records: t.records, Duration: now.Sub(t.began)}
@@ -729,7 +812,7 @@ func (p *Producer) Flush(ctx context.Context) (Committed, error) {
 		return Committed{}, p.abort(ctx, "canceled", fmt.Errorf("flushing: %w", err))
 	}
 	wctx, wcancel := p.detached(ctx)
-	waited, err := waitPromises(wctx, t.fep)
+	waited, err := t.wait(wctx)
 	wcancel()
 	if !waited {
 		err = fmt.Errorf("waiting for record acknowledgements: %w", context.DeadlineExceeded)
@@ -776,6 +859,7 @@ func (p *Producer) CommitWith(ctx context.Context, control func(flushed Committe
 // finish closes the bookkeeping of t with an outcome label.
 func (p *Producer) finish(t *txn, outcome string) {
 	p.txn = nil
+	p.prom, p.promTxn, p.promGroup, p.promOwner = nil, nil, nil, nil
 	if p.m == nil {
 		return
 	}

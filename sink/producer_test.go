@@ -156,6 +156,53 @@ func BenchmarkProduceCommit(b *testing.B) {
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
 }
 
+// BenchmarkProduceCommitRuns is BenchmarkProduceCommit with the bridge's
+// pattern: runs of 1,024 records of one group and owner (an encoded slab),
+// one partition, 100,000 records per transaction. allocs/op is the
+// producer's own allocations per record.
+func BenchmarkProduceCommitRuns(b *testing.B) {
+	_, cfg := newCluster(b)
+	a, err := NewAdmin(context.Background(), cfg, Deps{})
+	require.NoError(b, err)
+	_, err = a.EnsureTopics(context.Background(), TopicSpec{Name: "bench", Kind: TopicData, Partitions: 1, ReplicationFactor: 1})
+	require.NoError(b, err)
+	a.Close()
+	p, err := NewProducer(context.Background(), cfg, "bench", Deps{})
+	require.NoError(b, err)
+	defer func() { _ = p.Close(context.Background()) }()
+	ctx := context.Background()
+	value := make([]byte, 300)
+	hdr := []Header{{Key: HeaderOp, Value: []byte("c")}, {Key: "amp-batch-id", Value: []byte("batch")}}
+	owners := make([]countingOwner, 64)
+	const perTxn, perRun = 100_000, 1024
+	ts := time.Now()
+	b.ReportAllocs()
+	b.ResetTimer()
+	n := 0
+	for b.Loop() {
+		if n%perTxn == 0 {
+			if n > 0 {
+				if _, err := p.Commit(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := p.Begin(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		run := n / perRun
+		if err := p.Produce(ctx, Record{Topic: "bench", Key: []byte("batch"), Value: value, Headers: hdr,
+			Group: "batch", Op: "c", Timestamp: ts, Owner: &owners[run%len(owners)]}); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	if _, err := p.Commit(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "records/s")
+}
+
 func TestTwoProducersOfOneStreamShareARegistry(t *testing.T) {
 	_, cfg := newCluster(t)
 	createTopic(t, cfg, "data", 1)

@@ -107,7 +107,7 @@ func newBridgeShell(cfg *config.Config, log *slog.Logger) *bridge {
 	b := &bridge{cfg: cfg, log: log, reg: prometheus.NewRegistry(), kafka: cfg.Sink()}
 	b.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b.metrics = pipeline.NewMetrics(b.reg)
-	b.slabs = pipeline.NewSlabCache()
+	b.slabs = pipeline.NewSlabCache(b.kafka.MaxBufferedBytes)
 	b.health = health.New(health.Config{ReadyAfter: cfg.HTTP.ReadyTimeout, LiveAfter: cfg.HTTP.LiveTimeout,
 		ProbeInterval: cfg.HTTP.ProbeInterval}, b.reg, log.With("component", "health"), time.Now)
 	for _, sc := range cfg.Streams {

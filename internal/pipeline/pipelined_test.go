@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,4 +179,85 @@ func TestHoldBounded(t *testing.T) {
 	close(j.done)
 	require.NoError(t, r.settle(ctx))
 	require.NoError(t, r.prod.Abort(ctx))
+}
+
+// TestProduceGivesBackUnproducedRecords checks produceBatch.produce's
+// references on its slab, taken for every record at once: when a record
+// is refused midway (too large for the topic, or no open transaction) the
+// references of the records not produced are given back, so the slab
+// returns to the pool once the produced records are acknowledged.
+func TestProduceGivesBackUnproducedRecords(t *testing.T) {
+	f := newPipeFixture(t)
+	r := f.r
+	ctx := t.Context()
+
+	// Produced: every reference comes back with the acknowledgements.
+	hb := f.batch(t, "gb")
+	n := hb.slab.out.Len()
+	require.Equal(t, 10, n)
+	require.NoError(t, r.prod.Begin())
+	got, err := hb.out.produce(ctx, r.prod, recordLimit{}, hb.slab)
+	require.NoError(t, err)
+	require.Equal(t, n, got)
+	hb.slab.done()
+	_, err = r.prod.Commit(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, r.slabs.live.Load(), "every produced record released")
+
+	// Refused by the producer: no open transaction.
+	hb = f.batch(t, "gb2")
+	got, err = hb.out.produce(ctx, r.prod, recordLimit{}, hb.slab)
+	require.Error(t, err)
+	assert.Zero(t, got)
+	hb.slab.done()
+	assert.Zero(t, r.slabs.live.Load(), "the refused record and the rest given back")
+
+	// Refused by the record limit at the first record.
+	hb = f.batch(t, "gb3")
+	require.NoError(t, r.prod.Begin())
+	got, err = hb.out.produce(ctx, r.prod, recordLimit{topic: "pipe", batchMax: 10}, hb.slab)
+	require.ErrorIs(t, err, sink.ErrRecordTooLarge)
+	assert.Zero(t, got)
+	hb.slab.done()
+	assert.Zero(t, r.slabs.live.Load(), "the records not produced are given back")
+	require.NoError(t, r.prod.Abort(ctx))
+}
+
+// TestSlabPoolKeepsWhatWasInFlight checks that a pool keeps every slab
+// that comes back at a commit, when all the records in flight are
+// acknowledged at once, up to its cache's maxFree (kafka.max_buffered_bytes),
+// so that the next transaction reuses them instead of allocating; and that
+// it drops what is above maxFree.
+func TestSlabPoolKeepsWhatWasInFlight(t *testing.T) {
+	f := newPipeFixture(t)
+	assert.Equal(t, sink.DefaultConfig().MaxBufferedBytes, f.r.slabs.cache().maxFree, "the stream's cache keeps up to kafka.max_buffered_bytes")
+	one := f.batch(t, "size").slab
+	size := one.out.Size()
+	one.done()
+	require.Positive(t, size)
+
+	p := &slabPool{}
+	p.shared.Store(&SlabCache{maxFree: 40 * size})
+	var out []*slab
+	for range 48 { // 48 batches in flight
+		s := p.get()
+		require.NoError(t, f.enc.Encode(f.rec, encode.BatchMeta{Op: encode.OpCreate, BatchID: "size",
+			Ranges: []reorg.BlockRange{{Network: "eth", Start: 1, End: 1}}}, &s.out))
+		s.hand()
+		s.done()
+		out = append(out, s)
+	}
+	for _, s := range out { // the commit's flush: every record acknowledged
+		s.Release()
+	}
+	assert.Len(t, p.cache().free, 40, "the pool keeps up to maxFree bytes of slabs")
+	reused := 0
+	for range 40 {
+		s := p.get()
+		if slices.Contains(out, s) {
+			reused++
+		}
+		s.done()
+	}
+	assert.Equal(t, 40, reused, "the next transaction's slabs are the kept ones")
 }

@@ -15,25 +15,32 @@ import (
 // buffer alive.
 const slabRows = 1024
 
-// maxFreeBytes bounds the encoded bytes a SlabCache keeps for reuse: the
-// slabs of the records in flight come back as they are acknowledged and
-// are taken again at once, so a few batches' worth is enough to recycle
-// without allocating, and a burst does not keep its memory for ever.
+// maxFreeBytes is the least a SlabCache keeps for reuse (NewSlabCache).
 const maxFreeBytes = 8 << 20
 
 // SlabCache keeps the slabs (encoded records) that streams have finished
-// with, for reuse, within one bound (8 MiB) shared by every stream given
-// it (Deps.Slabs): what a process keeps between batches does not grow
-// with its number of streams (with a cache each, 100 idle streams could
-// keep 800 MiB). Safe for concurrent use.
+// with, for reuse, within one bound shared by every stream given it
+// (Deps.Slabs): what a process keeps between batches does not grow with
+// its number of streams (with a cache each, 100 idle streams could keep
+// 100 × the bound). Safe for concurrent use.
 type SlabCache struct {
+	// maxFree bounds the encoded bytes kept for reuse. cmd/bridge sets it
+	// to kafka.max_buffered_bytes: at a commit every record in flight is
+	// acknowledged and its slab comes back at once, and the next
+	// transaction takes as many again, so a cache that kept less would
+	// allocate (and the collector free) most of them at every commit. A
+	// slab is either in flight or free, so this does not raise a stream's
+	// peak: what is in flight is already bounded by the same setting.
+	maxFree   int
 	mu        sync.Mutex
 	free      []*slab
 	freeBytes int
 }
 
-// NewSlabCache returns an empty cache, for the streams of one process.
-func NewSlabCache() *SlabCache { return &SlabCache{} }
+// NewSlabCache returns an empty cache, for the streams of one process,
+// that keeps up to maxFree bytes of slabs for reuse (at least 8 MiB; pass
+// kafka.max_buffered_bytes).
+func NewSlabCache(maxFree int) *SlabCache { return &SlabCache{maxFree: max(maxFree, maxFreeBytes)} }
 
 // slabPool hands out the slabs of one stream (its workers included): a
 // slab holds the records of one batch and returns to the pool's cache
@@ -44,6 +51,8 @@ func NewSlabCache() *SlabCache { return &SlabCache{} }
 // zero value has a cache of its own.
 type slabPool struct {
 	shared atomic.Pointer[SlabCache]
+	// maxFree bounds the cache of its own (when no shared one is set).
+	maxFree int
 	// live counts the slabs taken and not yet back (tests, leak checks).
 	live atomic.Int64
 }
@@ -68,7 +77,7 @@ func (p *slabPool) cache() *SlabCache {
 	if c := p.shared.Load(); c != nil {
 		return c
 	}
-	p.shared.CompareAndSwap(nil, NewSlabCache())
+	p.shared.CompareAndSwap(nil, NewSlabCache(p.maxFree))
 	return p.shared.Load()
 }
 
@@ -95,15 +104,28 @@ func (p *slabPool) get() *slab {
 // hand counts a record about to be produced with s as its Owner.
 func (s *slab) hand() { s.refs.Add(1) }
 
+// handN counts n records about to be produced with s as their Owner, at
+// once: the producing goroutine then does not write the counter that
+// franz-go's goroutines decrement for every record. The caller gives back
+// (unhand) the records it ends up not producing.
+func (s *slab) handN(n int) { s.refs.Add(int64(n)) }
+
+// unhand gives back n records counted by handN that were not produced.
+func (s *slab) unhand(n int) {
+	if n > 0 {
+		s.unref(int64(n))
+	}
+}
+
 // Release implements sink.Releaser: the producer has done with one record.
-func (s *slab) Release() { s.unref() }
+func (s *slab) Release() { s.unref(1) }
 
 // done drops the caller's hold: s returns to its pool once every record
 // handed out is released.
-func (s *slab) done() { s.unref() }
+func (s *slab) done() { s.unref(1) }
 
-func (s *slab) unref() {
-	n := s.refs.Add(-1)
+func (s *slab) unref(k int64) {
+	n := s.refs.Add(-k)
 	switch {
 	case n > 0:
 		return
@@ -116,7 +138,7 @@ func (s *slab) unref() {
 	p.live.Add(-1)
 	c := p.cache()
 	c.mu.Lock()
-	if c.freeBytes+s.size <= maxFreeBytes {
+	if c.freeBytes+s.size <= c.maxFree {
 		c.free = append(c.free, s)
 		c.freeBytes += s.size
 	}

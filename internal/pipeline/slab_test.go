@@ -57,10 +57,10 @@ func TestSlabOverRelease(t *testing.T) {
 }
 
 // TestSlabCacheShared checks that streams given one SlabCache reuse each
-// other's slabs (what a process keeps, at most maxFreeBytes, does not grow
+// other's slabs (what a process keeps, at most its maxFree, does not grow
 // with its number of streams), and that streams without one do not.
 func TestSlabCacheShared(t *testing.T) {
-	c := NewSlabCache()
+	c := NewSlabCache(0)
 	a, b := New(config.StreamConfig{ID: "a"}, Deps{Slabs: c}), New(config.StreamConfig{ID: "b"}, Deps{Slabs: c})
 	s := a.slabs.get()
 	s.done()

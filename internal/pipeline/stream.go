@@ -169,6 +169,7 @@ func New(cfg config.StreamConfig, deps Deps) *Stream {
 		deps.Admin = deps.Admin.WithLogger(log.With("component", "sink"))
 	}
 	r := &Stream{cfg: cfg, deps: deps, log: log}
+	r.slabs.maxFree = deps.Kafka.MaxBufferedBytes
 	if deps.Slabs != nil {
 		r.slabs.shared.Store(deps.Slabs)
 	}
@@ -978,17 +979,22 @@ type produceBatch struct {
 func (b produceBatch) produce(ctx context.Context, prod *sink.Producer, limit recordLimit, s *slab) (int, error) {
 	key := []byte(b.batchID)
 	n := s.out.Len()
+	// One reference per record, taken at once; those of the records not
+	// produced are given back. Produce releases the record it is given,
+	// also when it refuses it.
+	s.handN(n)
 	for i := range n {
 		k := key
 		if b.rowKey {
 			k = s.out.Key(i)
 		}
 		if err := limit.check(b.batchID, b.rowOffset+int64(i), k, s.out.Value(i), b.headers); err != nil {
+			s.unhand(n - i)
 			return i, err
 		}
-		s.hand()
 		if err := prod.Produce(ctx, sink.Record{Topic: b.topic, Key: k, Value: s.out.Value(i), Headers: b.headers,
 			Group: b.batchID, Op: b.op, Timestamp: b.ts, Owner: s}); err != nil {
+			s.unhand(n - i - 1)
 			return i, err
 		}
 	}
