@@ -152,7 +152,7 @@ bench-go:
 # make bench: the parts go to BENCH_OUT (a part that fails does not stop the others; make
 # bench fails at the end naming it), then TestBenchReport writes BENCHMARKS.md and
 # BENCHMARKS.json at the repository root. Each part records the load average. The
-# end-to-end part runs the bridge and then its peers (kcat idempotent and default,
+# end-to-end part warms the broker (a franz-go producer, 45 s), then runs the bridge and then its peers (kcat idempotent and default,
 # franz-go idempotent and transactional, the Python loader's loop) on one fresh broker
 # per partition count; its defaults (60 s warm-up, 3 × 30 s windows, peers 15 s + 3 × 30 s)
 # give a warm JVM. The takeover part (test/perf TestTakeover) runs 3 bridge processes in cluster
@@ -167,7 +167,7 @@ BENCH_OUT := $(CURDIR)/.local/bench
 ifeq ($(BENCH_SMOKE),1)
 BENCH_ENCODE_FLAGS ?= -count 1 -benchtime 20x
 BENCH_RECOVER_FLAGS ?= -benchtime 2x
-BENCH_E2E_FLAGS ?= -perf.warmup 5s -perf.run 5s -perf.runs 1 -perf.peer-warmup 2s -perf.python-run 5s -perf.capture 20000
+BENCH_E2E_FLAGS ?= -perf.broker-warmup 3s -perf.warmup 5s -perf.run 5s -perf.runs 1 -perf.peer-warmup 2s -perf.python-run 5s -perf.capture 20000
 BENCH_LATENCY_FLAGS ?= -perf.reorg-samples 3 -perf.reorg-samples-deep 2 -perf.restart-samples 2
 BENCH_TAKEOVER_FLAGS ?= -perf.takeover-kills 3
 BENCH_MEMORY_FLAGS ?= -perf.memory-runs 1
@@ -175,7 +175,7 @@ BENCH_STREAMS_COST_FLAGS ?= -perf.stream-counts 1,10 -perf.idle 3s -perf.busy-bl
 else
 BENCH_ENCODE_FLAGS ?= -count 5
 BENCH_RECOVER_FLAGS ?= -benchtime 20x
-BENCH_E2E_FLAGS ?= -perf.warmup 60s -perf.run 30s -perf.runs 3 -perf.peer-warmup 15s -perf.python-run 60s
+BENCH_E2E_FLAGS ?= -perf.broker-warmup 45s -perf.warmup 60s -perf.run 30s -perf.runs 3 -perf.peer-warmup 15s -perf.python-run 60s
 BENCH_LATENCY_FLAGS ?= -perf.reorg-samples 100 -perf.reorg-samples-deep 20 -perf.restart-samples 10
 BENCH_TAKEOVER_FLAGS ?= -perf.takeover-kills 20
 BENCH_MEMORY_FLAGS ?= -perf.memory-runs 3

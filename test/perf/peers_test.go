@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -176,6 +177,58 @@ func captureRecords(ctx context.Context, addr, topic string, n int, dir string) 
 		return nil, fmt.Errorf("writing kcat's input: %w", err)
 	}
 	return c, nil
+}
+
+// warmBroker runs the franz-go idempotent peer for d against br, into a
+// scratch topic of partitions partitions, with synthetic records of the
+// bridge's size (a 16 B key, a 600 B value, 5 headers), and then stops it:
+// the contender that runs first then meets a broker JVM that has compiled
+// its hot paths, as the peers after it do.
+func warmBroker(t *testing.T, br broker, partitions int, dir string, d time.Duration) {
+	ctx := t.Context()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(br.addr))
+	require.NoError(t, err)
+	defer cl.Close()
+	topic := fmt.Sprintf("warmup-p%d-%d", partitions, time.Now().UnixNano()%1_000_000)
+	_, err = kadm.NewClient(cl).CreateTopic(ctx, int32(partitions), 1, map[string]*string{"cleanup.policy": new("delete"),
+		"retention.bytes": new(strconv.Itoa(256 << 20)), "segment.bytes": new(strconv.Itoa(128 << 20))}, topic)
+	require.NoError(t, err)
+	var file bytes.Buffer
+	var hdr [4]byte
+	put := func(b []byte) {
+		binary.BigEndian.PutUint32(hdr[:], uint32(len(b)))
+		file.Write(hdr[:])
+		file.Write(b)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 2000 {
+		key, value := make([]byte, 16), make([]byte, 600)
+		for j := range value {
+			value[j] = byte(rng.UintN(256))
+		}
+		binary.BigEndian.PutUint64(key, uint64(i))
+		put(key)
+		put(value)
+		binary.BigEndian.PutUint32(hdr[:], 5)
+		file.Write(hdr[:])
+		for h := range 5 {
+			put(fmt.Appendf(nil, "h%d", h))
+			put([]byte("0123456789"))
+		}
+	}
+	path := filepath.Join(dir, "warmup.records")
+	require.NoError(t, os.WriteFile(path, file.Bytes(), 0o644))
+	logPath := filepath.Join(dir, "broker-warmup.log")
+	pp := startFranz(t, "idempotent", br.addr, topic, path, logPath)
+	defer pp.stop()
+	t.Logf("warming the broker for %s (franz-go idempotent, synthetic records, topic %s)", d, topic)
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if ex, tail := pp.exited(); ex {
+			t.Fatalf("the broker warm-up producer exited early; log tail:\n%s", tail)
+		}
+		time.Sleep(min(time.Second, time.Until(end)))
+	}
 }
 
 // readCaptured reads a file captureRecords wrote for TestPeerProducer.

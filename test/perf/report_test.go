@@ -47,6 +47,8 @@ type e2eFile struct {
 	Run        string      `json:"window"`
 	Runs       int         `json:"windows"`
 	PeerWarmup string      `json:"peer_warmup"`
+	// BrokerWarmup is -perf.broker-warmup ("0s": none).
+	BrokerWarmup string `json:"broker_warmup,omitempty"`
 }
 
 // figure is one line of the report: ours beside a peer.
@@ -742,9 +744,13 @@ func renderMarkdown(rep *report) string {
 						w("- **%s**: %s.\n", r.Contender, r.Method)
 					}
 				}
-				w("\nWindows: the bridge %d × %s after a %s warm-up on a fresh broker; each peer then %s of warm-up and the same windows on the\n"+
+				fresh := "a fresh broker"
+				if bw := rep.E2E.BrokerWarmup; bw != "" && bw != "0s" {
+					fresh = "a broker warmed for " + bw + " by a franz-go idempotent producer of synthetic ~620 B records into a scratch topic"
+				}
+				w("\nWindows: the bridge %d × %s after a %s warm-up on %s; each peer then %s of warm-up and the same windows on the\n"+
 					"same (warm) broker, into a fresh topic with the same partitions. Rows/s are counted from the topic's last stable offsets\n"+
-					"(read_committed); CPU from /proc of each process.\n", rep.E2E.Runs, rep.E2E.Run, rep.E2E.Warmup, rep.E2E.PeerWarmup)
+					"(read_committed); CPU from /proc of each process.\n", rep.E2E.Runs, rep.E2E.Run, rep.E2E.Warmup, fresh, rep.E2E.PeerWarmup)
 				w("The Python figure reproduces the Amp Python SDK Kafka loader's loop (see its method above); it is not the SDK's own code.\n\n")
 			}
 		case "latency":

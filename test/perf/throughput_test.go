@@ -31,19 +31,20 @@ import (
 )
 
 var (
-	flagE2E       = flag.Bool("perf.e2e", false, "run TestThroughput (minutes; needs the Kafka jars and redis-server of `make services`)")
-	flagConfigs   = flag.String("perf.configs", "kfake/p1,kfake/p6,kfake/p1/backfill,kafka/p1,kafka/p6,kafka/p1/backfill", "comma-separated configurations broker/pN[/backfill][/star]")
-	flagWarmup    = flag.Duration("perf.warmup", 60*time.Second, "warm-up before the first measured window")
-	flagRun       = flag.Duration("perf.run", 60*time.Second, "length of one measured window")
-	flagRuns      = flag.Int("perf.runs", 3, "measured windows per configuration (the median is reported)")
-	flagRate      = flag.Int("perf.rate", 0, "expected rows/s, to size the backfill history (0: 1.2M for kfake, 500k for kafka)")
-	flagTxPerBlk  = flag.Int("perf.tx-per-block", ampsim.DefaultTxPerBlock, "mean transactions per block of the simulated chain")
-	flagReplay    = flag.Int("perf.replay-blocks", 64, "template blocks of the simulator's replay mode (0: generate every row)")
-	flagBatchRows = flag.Int("perf.batch-rows", 10000, "rows per Arrow batch the simulator sends (when _block_num is not selected)")
-	flagProfile   = flag.Bool("perf.profile", true, "save a CPU profile of the bridge during the middle window")
-	flagOut       = flag.String("perf.out", "", "directory for logs, configs and profiles (default: a temporary directory)")
-	flagBridge    = flag.String("perf.bridge", "", "bridge binary to run instead of building ./cmd/bridge")
-	flagJSON      = flag.String("perf.json", "", "file to write every configuration's figures to as JSON (make bench's report reads it)")
+	flagE2E        = flag.Bool("perf.e2e", false, "run TestThroughput (minutes; needs the Kafka jars and redis-server of `make services`)")
+	flagConfigs    = flag.String("perf.configs", "kfake/p1,kfake/p6,kfake/p1/backfill,kafka/p1,kafka/p6,kafka/p1/backfill", "comma-separated configurations broker/pN[/backfill][/star]")
+	flagWarmup     = flag.Duration("perf.warmup", 60*time.Second, "warm-up before the first measured window")
+	flagRun        = flag.Duration("perf.run", 60*time.Second, "length of one measured window")
+	flagRuns       = flag.Int("perf.runs", 3, "measured windows per configuration (the median is reported)")
+	flagRate       = flag.Int("perf.rate", 0, "expected rows/s, to size the backfill history (0: 1.2M for kfake, 500k for kafka)")
+	flagTxPerBlk   = flag.Int("perf.tx-per-block", ampsim.DefaultTxPerBlock, "mean transactions per block of the simulated chain")
+	flagReplay     = flag.Int("perf.replay-blocks", 64, "template blocks of the simulator's replay mode (0: generate every row)")
+	flagBatchRows  = flag.Int("perf.batch-rows", 10000, "rows per Arrow batch the simulator sends (when _block_num is not selected)")
+	flagProfile    = flag.Bool("perf.profile", true, "save a CPU profile of the bridge during the middle window")
+	flagOut        = flag.String("perf.out", "", "directory for logs, configs and profiles (default: a temporary directory)")
+	flagBridge     = flag.String("perf.bridge", "", "bridge binary to run instead of building ./cmd/bridge")
+	flagJSON       = flag.String("perf.json", "", "file to write every configuration's figures to as JSON (make bench's report reads it)")
+	flagBrokerWarm = flag.Duration("perf.broker-warmup", 0, "on Apache Kafka, a franz-go producer of synthetic ~620 B records into a scratch topic of the same partitions for this long before the bridge starts, so that the bridge, which runs first, does not meet a colder broker JVM than its peers do")
 )
 
 // txColumns are the 15 columns performance.md's encoder figures use.
@@ -160,7 +161,7 @@ func TestThroughput(t *testing.T) {
 	t.Logf("summary (median of %d windows of %s after %s warm-up):\n%s", *flagRuns, *flagRun, *flagWarmup, strings.Join(summary, "\n"))
 	if *flagJSON != "" {
 		require.NoError(t, writeJSON(*flagJSON, e2eFile{Results: e.results, Warmup: flagWarmup.String(), Run: flagRun.String(),
-			Runs: *flagRuns, PeerWarmup: flagPeerWarmup.String()}))
+			Runs: *flagRuns, PeerWarmup: flagPeerWarmup.String(), BrokerWarmup: flagBrokerWarm.String()}))
 	}
 }
 
@@ -251,6 +252,9 @@ func runConfig(t *testing.T, e *env, c perfConfig) []window {
 	e.brokerName = "kfake (devstack kfake -blackhole, its own process)"
 	if c.broker == "kafka" {
 		e.brokerName = "Apache Kafka " + kafkaVersion() + " (single KRaft broker, testenv)"
+		if *flagBrokerWarm > 0 {
+			warmBroker(t, br, c.partitions, dir, *flagBrokerWarm)
+		}
 	}
 
 	name := fmt.Sprintf("perf-%s-%d", strings.ReplaceAll(c.name, "/", "-"), time.Now().UnixNano()%1_000_000)
