@@ -76,14 +76,14 @@ func unmarshalFlightData(b []byte, fd *flightpb.FlightData) error {
 			return fmt.Errorf("decoding FlightData field %d: %w", num, protowire.ParseError(m))
 		}
 		v = v[:len(v):len(v)]
-		switch num {
-		case fdDataHeader:
-			fd.DataHeader = v
-		case fdAppMetadata:
-			fd.AppMetadata = v
-		default:
-			fd.DataBody = v
+		dst := &fd.DataBody
+		if num == fdDataHeader {
+			dst = &fd.DataHeader
 		}
+		if num == fdAppMetadata {
+			dst = &fd.AppMetadata
+		}
+		*dst = v
 		rest = rest[n+m:]
 	}
 	return nil
