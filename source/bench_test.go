@@ -47,8 +47,9 @@ func (r *replayServer) DoGet(_ *flight.Ticket, st flight.FlightService_DoGetServ
 // captureStream runs a streaming query on the transactions table of a
 // simulator with the given number of mainnet-density blocks and returns the
 // raw FlightData messages up to the watermark of the last block, and the
-// FlightInfo schema. With _block_num selected (SELECT *) every block is its
-// own batch, as Amp sends it (amp-protocol.md §2.2).
+// FlightInfo schema. With _block_num selected (SELECT *) the 10k-row
+// batches are cut once more at a block, as Amp cuts them (amp-protocol.md
+// §2.2), and split into ~2 MiB messages.
 func captureStream(b *testing.B, blocks int, sql string) ([]byte, []*flightpb.FlightData) {
 	b.Helper()
 	sim, err := ampsim.New(ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: blocks, LogsPerTx: -1}, KeepAlive: ampsim.KeepAliveOff,
@@ -89,11 +90,10 @@ func captureStream(b *testing.B, blocks int, sql string) ([]byte, []*flightpb.Fl
 }
 
 // BenchmarkDecodeStream measures the client's decode path for a streaming
-// query, replayed from captured FlightData: SELECT * (27 columns, one
-// batch per block of ~171 rows, as Amp sends it with _block_num) and the 15
-// columns of the throughput harness (10k-row batches). Per-batch costs
-// (app_metadata, IPC message decode, one array per column) dominate the
-// star query. The consumer touches nothing but the row count.
+// query, replayed from captured FlightData: SELECT * (27 columns, ~2 MiB
+// messages of ~1,400 rows, as Amp splits its 10k-row batches cut at a
+// block) and the 15 columns of the throughput harness (10k-row batches in
+// ~2 MiB messages). The consumer touches nothing but the row count.
 func BenchmarkDecodeStream(b *testing.B) {
 	for _, q := range []struct{ name, sql string }{
 		{"star", "SELECT * FROM eth_rpc.transactions SETTINGS stream = true"},

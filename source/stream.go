@@ -414,7 +414,7 @@ func (s *Stream) attempt(ctx context.Context, cur reorg.Cursor) (res attemptResu
 	if err != nil {
 		return res, err
 	}
-	st, err := s.c.svc.DoGet(s.c.withAuth(actx), tk)
+	st, err := s.c.svc.DoGet(s.c.withAuth(actx), tk, doGetCodec())
 	if err != nil {
 		return res, s.c.callError("DoGet", err)
 	}

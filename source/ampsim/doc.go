@@ -39,8 +39,14 @@
 // Not simulated: /healthz on the Flight port, the JSON-Lines endpoint,
 // block_num() and other UDFs, per-query memory limits.
 //
-// Batches with rows are cut at BatchRows rows (DataFusion's batch size) and,
-// in streaming mode when _block_num is selected, at block boundaries.
+// Batches with rows are cut at BatchRows rows (DataFusion's batch size,
+// whatever blocks they hold) and, in streaming mode when _block_num is
+// selected, at most once more at a block boundary, as Amp's
+// MessageStreamWithBlockComplete cuts them: a batch that starts in the
+// block the previous batch of the microbatch ended in and reaches a later
+// block is cut at the later block's first row. Each part is then split
+// into ~2 MiB messages by the size of the batch it came from (Amp sizes a
+// slice by the buffers it shares).
 // Scans without a WHERE clause are generated straight into Arrow builders;
 // filtered scans go through a row path (both produce identical batches).
 //
@@ -53,8 +59,10 @@
 // rows with its own block columns (see replay.go). Unfiltered single-table
 // scans (without DictionaryStrings or LIMIT) are then zero-copy slices of
 // pre-built Arrow batches. Messages and metadata follow the same rules as
-// without replay, and batches are cut by the same rules (BatchRows, and per
-// block when _block_num is selected); a block has its template's rows.
+// without replay, and batches are cut by the same rules (BatchRows, the
+// block cut when _block_num is selected, the 2 MiB split sized by the rows
+// of the batch, not by the template buffers its slices share); a block has
+// its template's rows.
 //
 // # Table names
 //

@@ -65,7 +65,8 @@ type plan struct {
 	schema        *arrow.Schema
 	rel           *relation
 	streamSetting bool
-	blockNumOut   bool
+	// blockNumCol is the output column named _block_num, -1 if none.
+	blockNumCol int
 }
 
 func (s *Server) planSQL(sql string) (*plan, error) {
@@ -77,13 +78,13 @@ func (s *Server) planSQL(sql string) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &plan{rel: rel, streamSetting: q.streamSetting, schema: arrow.NewSchema(rel.fields, nil)}
+	p := &plan{rel: rel, streamSetting: q.streamSetting, schema: arrow.NewSchema(rel.fields, nil), blockNumCol: -1}
 	if s.cfg.DictionaryStrings {
 		p.schema = dictSchema(p.schema)
 	}
-	for _, f := range rel.fields {
-		if f.Name == "_block_num" {
-			p.blockNumOut = true
+	for i, f := range rel.fields {
+		if f.Name == "_block_num" && p.blockNumCol < 0 {
+			p.blockNumCol = i
 		}
 	}
 	return p, nil

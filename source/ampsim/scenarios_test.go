@@ -2,6 +2,7 @@ package ampsim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -146,24 +147,67 @@ func TestA04_StreamFirstMicrobatch(t *testing.T) {
 }
 
 func TestA05_MultiBatchRange(t *testing.T) {
-	t.Run("block_num selected", func(t *testing.T) {
-		s := startServer(t, smallConfig(4))
-		c := dial(t, s)
-		ctx := testCtx(t)
-		info, err := c.info(ctx, `SELECT _block_num, tx_hash FROM eth_rpc.transactions SETTINGS stream = true`, "amp-stream", "true")
-		require.NoError(t, err)
-		st, err := c.doGet(ctx, info)
-		require.NoError(t, err)
-		mb := st.readMicrobatches(1)[0]
-		data := 0
-		for _, b := range mb.batches {
-			if b.rows > 0 {
-				data++
-				assert.Equal(t, string(mb.batches[0].raw), string(b.raw), "byte-identical app_metadata")
+	// Amp cuts a batch at a block only where it continues the previous
+	// batch's last block (MessageStreamWithBlockComplete): with 7-row
+	// DataFusion batches over blocks of ~4 rows, batches hold several
+	// blocks and some are cut once. Generated and replayed rows alike.
+	for _, replay := range []int{0, 3} {
+		t.Run(fmt.Sprintf("block_num selected, replay %d", replay), func(t *testing.T) {
+			cfg := smallConfig(40)
+			cfg.BatchRows = 7
+			cfg.ReplayBlocks = replay
+			s := startServer(t, cfg)
+			c := dial(t, s)
+			ctx := testCtx(t)
+			info, err := c.info(ctx, `SELECT _block_num, tx_hash FROM eth_rpc.transactions SETTINGS stream = true`, "amp-stream", "true")
+			require.NoError(t, err)
+			st, err := c.doGet(ctx, info)
+			require.NoError(t, err)
+			st.keep = true
+			mb := st.readMicrobatches(1)[0]
+			var blocks [][]uint64 // per data batch, its rows' _block_num
+			var all []uint64
+			for _, b := range mb.batches {
+				if b.rows > 0 {
+					assert.Equal(t, string(mb.batches[0].raw), string(b.raw), "byte-identical app_metadata")
+					v := b.rec.Column(0).(*array.Uint64).Values()
+					blocks = append(blocks, slices.Clone(v))
+					all = append(all, v...)
+				}
 			}
-		}
-		assert.GreaterOrEqual(t, data, 4, "one batch per block when _block_num is in the output")
-	})
+			want, err := s.Primary().ExpectedRows("transactions", 0, 39)
+			require.NoError(t, err)
+			require.Len(t, all, want)
+			// Amp's rule applied to 7-row batches of all the rows.
+			var exp []int
+			var last uint64
+			cut := 0
+			for off := 0; off < len(all); off += 7 {
+				in := all[off:min(off+7, len(all))]
+				k := 0
+				if off > 0 && in[0] == last && in[len(in)-1] > last {
+					for in[k] == last {
+						k++
+					}
+					exp = append(exp, k)
+					cut++
+				}
+				exp = append(exp, len(in)-k)
+				last = in[len(in)-1]
+			}
+			got := make([]int, len(blocks))
+			multi := 0
+			for i, b := range blocks {
+				got[i] = len(b)
+				if b[0] != b[len(b)-1] {
+					multi++
+				}
+			}
+			assert.Equal(t, exp, got, "data batch rows: 7-row batches, cut as Amp cuts them")
+			assert.Positive(t, multi, "some batches hold several blocks")
+			assert.Positive(t, cut, "some batches are cut at a block")
+		})
+	}
 	t.Run("over 2 MiB", func(t *testing.T) {
 		cfg := smallConfig(1)
 		cfg.TxPerBlock = 6000

@@ -23,18 +23,32 @@ type emitSpec struct {
 	tick func() error
 	// limit caps the rows (batch LIMIT); nil for no cap.
 	limit *uint64
-	// splitBlocks cuts batches at block boundaries (streaming with
-	// _block_num in the output, §2.2).
-	splitBlocks bool
+	// blockCol is the output column of _block_num when a streaming query
+	// selects it, -1 otherwise: batches are then cut at a block boundary
+	// as Amp's MessageStreamWithBlockComplete cuts them (§2.2, see
+	// blockSplitter).
+	blockCol int
+}
+
+// splitter returns the block splitter of one emitBlocks call (nil when
+// batches are not cut at blocks).
+func (e emitSpec) splitter() *blockSplitter {
+	if e.blockCol < 0 {
+		return nil
+	}
+	return &blockSplitter{col: e.blockCol}
 }
 
 // emitBlocks streams the plan's rows of e.blocks (one network) with e.meta:
-// rows ordered by block, batches of at most BatchRows rows. It returns the
-// number of rows sent.
+// rows ordered by block, batches of at most BatchRows rows (DataFusion's
+// batches over the microbatch's range, whatever blocks they hold), each cut
+// once more at a block boundary per e.blockCol. It returns the number of
+// rows sent.
 func (s *Server) emitBlocks(w *streamWriter, p *plan, e emitSpec) (int, error) {
 	chain, blocks, meta, tick, limit := e.chain, e.blocks, e.meta, e.tick, e.limit
 	bb := newBatchBuilder(s.cfg.Allocator, p.schema, 0)
 	defer bb.release()
+	bs := e.splitter()
 	sent := 0
 	flush := func() error {
 		if bb.rows == 0 {
@@ -43,7 +57,7 @@ func (s *Server) emitBlocks(w *streamWriter, p *plan, e emitSpec) (int, error) {
 		n := bb.rows
 		rec := bb.flush()
 		defer rec.Release()
-		if err := w.write(rec, meta); err != nil {
+		if err := w.writeData(rec, meta, bs); err != nil {
 			return err
 		}
 		sent += n
@@ -130,11 +144,6 @@ func (s *Server) emitBlocks(w *streamWriter, p *plan, e emitSpec) (int, error) {
 				}
 			}
 		}
-		if e.splitBlocks {
-			if err := flush(); err != nil {
-				return sent, err
-			}
-		}
 		if err := w.stream.Context().Err(); err != nil {
 			return sent, err
 		}
@@ -149,6 +158,7 @@ func (s *Server) emitReplay(w *streamWriter, p *plan, br *branch, bd bounds, e e
 	chain := e.chain
 	em := &replayEmitter{rp: chain.replay, schema: p.schema, mem: s.cfg.Allocator,
 		rb: chain.replay.batch(br.table, br.cols, p.schema, s.cfg.BatchRows)}
+	bs := e.splitter()
 	sent := 0
 	flush := func() error {
 		rec := em.flush()
@@ -156,7 +166,7 @@ func (s *Server) emitReplay(w *streamWriter, p *plan, br *branch, bd bounds, e e
 			return nil
 		}
 		n := int(rec.NumRows())
-		err := w.write(rec, e.meta)
+		err := w.writeData(rec, e.meta, bs)
 		rec.Release()
 		if err != nil {
 			return err
@@ -180,11 +190,6 @@ func (s *Server) emitReplay(w *streamWriter, p *plan, br *branch, bd bounds, e e
 				if err := flush(); err != nil {
 					return sent, err
 				}
-			}
-		}
-		if e.splitBlocks {
-			if err := flush(); err != nil {
-				return sent, err
 			}
 		}
 		if err := w.stream.Context().Err(); err != nil {
@@ -275,7 +280,7 @@ func (s *Server) runBatch(ctx context.Context, w *streamWriter, p *plan) error {
 				l := *p.rel.limit - min(*p.rel.limit, uint64(total))
 				limit = &l
 			}
-			n, err := s.emitBlocks(w, p, emitSpec{chain: sp.chain, blocks: sp.blocks, meta: meta, limit: limit})
+			n, err := s.emitBlocks(w, p, emitSpec{chain: sp.chain, blocks: sp.blocks, meta: meta, limit: limit, blockCol: -1})
 			total += n
 			if err != nil {
 				return err
@@ -487,7 +492,7 @@ func (st *streamState) microbatch(ctx context.Context, p *plan, chain *Chain, bl
 			return err
 		}
 	}
-	if _, err := st.s.emitBlocks(st.w, p, emitSpec{chain: chain, blocks: blocks, meta: meta, tick: st.tick, splitBlocks: p.blockNumOut}); err != nil {
+	if _, err := st.s.emitBlocks(st.w, p, emitSpec{chain: chain, blocks: blocks, meta: meta, tick: st.tick, blockCol: p.blockNumCol}); err != nil {
 		return err
 	}
 	return st.w.write(st.w.empty, appMetadata(ranges, true))

@@ -129,16 +129,41 @@ func appMetadata(ranges []reorg.BlockRange, complete bool) []byte {
 // write sends one record batch (split into ~MaxFlightDataBytes slices, each
 // with the same metadata). It fires the queued fault first if due.
 func (w *streamWriter) write(rec arrow.RecordBatch, meta []byte) error {
+	return w.writeSized(rec, meta, batchBytes(rec))
+}
+
+// writeData sends one data batch of a microbatch as Amp does: cut at a
+// block boundary per bs (nil: not cut), then each part split as write
+// splits it. Amp sizes the split of a part by the buffers it holds, which
+// are the whole batch's (its slices keep them, arrow-rs#3407), so both
+// parts of a cut batch are sized as the batch.
+func (w *streamWriter) writeData(rec arrow.RecordBatch, meta []byte, bs *blockSplitter) error {
+	size := batchBytes(rec)
+	k := bs.cut(rec)
+	if k == 0 {
+		return w.writeSized(rec, meta, size)
+	}
+	for _, r := range [][2]int64{{0, int64(k)}, {int64(k), rec.NumRows()}} {
+		sl := rec.NewSlice(r[0], r[1])
+		err := w.writeSized(sl, meta, size)
+		sl.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeSized is write for a batch whose buffers Amp would count as size
+// bytes: n = ceil(size / MaxFlightDataBytes) slices of rows/n rows each
+// (flight.rs split_batch_for_grpc_response).
+func (w *streamWriter) writeSized(rec arrow.RecordBatch, meta []byte, size int) error {
 	if err := w.sendSchema(); err != nil {
 		return err
 	}
 	rows := int(rec.NumRows())
 	if rows == 0 {
 		return w.writeOne(rec, meta)
-	}
-	size := 0
-	for _, c := range rec.Columns() {
-		size += dataSize(c.Data())
 	}
 	maxBytes := w.s.cfg.MaxFlightDataBytes
 	n := max(1, (size+maxBytes-1)/maxBytes)
@@ -155,22 +180,6 @@ func (w *streamWriter) write(rec arrow.RecordBatch, meta []byte) error {
 		}
 	}
 	return nil
-}
-
-func dataSize(d arrow.ArrayData) int {
-	n := 0
-	for _, b := range d.Buffers() {
-		if b != nil {
-			n += b.Len()
-		}
-	}
-	for _, c := range d.Children() {
-		n += dataSize(c)
-	}
-	if d.DataType().ID() == arrow.DICTIONARY {
-		n += dataSize(d.Dictionary())
-	}
-	return n
 }
 
 func (w *streamWriter) writeOne(rec arrow.RecordBatch, meta []byte) error {

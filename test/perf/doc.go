@@ -103,9 +103,9 @@
 // A configuration is broker/pN[/backfill][/star]: broker kfake or kafka, N
 // partitions of the data topic, backfill to publish the history with
 // streams[].backfill (2 workers) instead of live streaming, star to query
-// SELECT * (27 columns, one Arrow batch per block, as Amp streams it)
-// instead of the 15-column projection performance.md measures (~10k-row
-// batches).
+// SELECT * (27 columns, with _block_num, so batches are cut at block
+// boundaries as Amp cuts them) instead of the 15-column projection
+// performance.md measures (~10k-row batches).
 //
 // The numbers depend on the load of the machine: the harness prints the
 // load average next to them.
