@@ -255,7 +255,7 @@ http:
 log:
   level: warn
 streams:
-%s`, sim.Addr(), br.addr, name, name, kafkaExtra(), reg.URL, rs.Addr(), name, httpAddr, streams.String())
+%s`, sim.Addr(), br.addr, name, name, kafkaLines(*flagMemKafka), reg.URL, rs.Addr(), name, httpAddr, streams.String())
 	cfgPath := filepath.Join(dir, "bridge.yaml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
 
@@ -356,10 +356,11 @@ func scrapeLines(ctx context.Context, url, prefix string) ([]string, error) {
 	return out, nil
 }
 
-// kafkaExtra is -perf.memory-kafka as lines of the kafka section.
-func kafkaExtra() string {
+// kafkaLines is extra (-perf.memory-kafka, -perf.kafka: lines separated
+// by ';') as lines of the bridge's kafka section.
+func kafkaLines(extra string) string {
 	var sb strings.Builder
-	for l := range strings.SplitSeq(*flagMemKafka, ";") {
+	for l := range strings.SplitSeq(extra, ";") {
 		if l = strings.TrimSpace(l); l != "" {
 			sb.WriteString("  " + l + "\n")
 		}

@@ -44,6 +44,7 @@ var (
 	flagOut        = flag.String("perf.out", "", "directory for logs, configs and profiles (default: a temporary directory)")
 	flagBridge     = flag.String("perf.bridge", "", "bridge binary to run instead of building ./cmd/bridge")
 	flagJSON       = flag.String("perf.json", "", "file to write every configuration's figures to as JSON (make bench's report reads it)")
+	flagKafkaExtra = flag.String("perf.kafka", "", "extra lines of the bridge's kafka section in TestThroughput, separated by ';', e.g. 'max_buffered_bytes: 16MiB' (the defaults otherwise)")
 	flagBrokerWarm = flag.Duration("perf.broker-warmup", 0, "on Apache Kafka, a franz-go producer of synthetic ~620 B records into a scratch topic of the same partitions for this long before the bridge starts, so that the bridge, which runs first, does not meet a colder broker JVM than its peers do")
 )
 
@@ -295,7 +296,7 @@ kafka:
   control_topic: %s.control
   replication_factor: 1
   compression: none
-registry:
+%sregistry:
   url: %s
 checkpoint:
   store: redis
@@ -313,7 +314,7 @@ streams:
     topic: %s
     partitions: %d
     head_poll_interval: -1s
-%s`, sim.Addr(), br.addr, name, name, reg.URL, rs.Addr(), name, httpAddr, sql, topic, c.partitions, backfill)
+%s`, sim.Addr(), br.addr, name, name, kafkaLines(*flagKafkaExtra), reg.URL, rs.Addr(), name, httpAddr, sql, topic, c.partitions, backfill)
 	cfgPath := filepath.Join(dir, "bridge.yaml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
 
