@@ -304,6 +304,10 @@ type txnLog struct {
 	lastProduced time.Time
 	undo         []offsets.Undo
 	rowOffset    map[string]int64
+	// ampWait is how long the run loop waited for Amp since the first
+	// retraction of the transaction (urgent): the part of a reorg's
+	// latency that is Amp delivering the replacement microbatch.
+	ampWait time.Duration
 }
 
 // reset empties the log.
@@ -706,7 +710,11 @@ func (r *Stream) runOnce(ctx context.Context) error {
 		defer func() { cancel(); <-done }()
 	}
 	for {
+		at := r.deps.Now()
 		env, err := r.next(ctx)
+		if r.txn.urgent() {
+			r.txn.ampWait += r.deps.Now().Sub(at)
+		}
 		if errors.Is(err, errCommitEnded) {
 			if err := r.settle(ctx); err != nil {
 				return err
@@ -869,6 +877,9 @@ func (r *Stream) handle(ctx context.Context, env source.Envelope) error {
 			r.txn.pending = append(r.txn.pending, pendingBatch{wm: ev, rows: int(r.txn.rowOffset[ev.BatchID])})
 			delete(r.txn.rowOffset, ev.BatchID)
 			r.txn.dirty = false
+			if r.txn.urgent() {
+				r.log.Debug("replacement complete", "batch_id", ev.BatchID, "rows", r.txn.rows, "waited_for_amp", r.txn.ampWait)
+			}
 		case reorg.KindUndo:
 			replayed, err := r.undoEvent(ctx, ev)
 			if err != nil {
