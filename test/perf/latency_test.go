@@ -52,8 +52,8 @@ type latencyResult struct {
 	// simulator) to deliver the rest of the replacement microbatch after
 	// the detection: in the figure, but not the bridge's own time.
 	AmpWaitMs []float64 `json:"amp_wait_ms,omitempty"`
-	Load    string    `json:"load_average"`
-	Broker  string    `json:"broker"`
+	Load      string    `json:"load_average"`
+	Broker    string    `json:"broker"`
 }
 
 // latencyFile is what -perf.latency-json holds.
