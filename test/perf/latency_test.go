@@ -235,12 +235,18 @@ streams:
 			depth, depth+1, ampsim.DefaultTxPerBlock)
 		slices.Sort(rows)
 		r.Rows = rows[len(rows)/2]
-		r.AmpWaitMs = amp
+		if logs.ampSeen {
+			r.AmpWaitMs = amp
+		}
 		results = append(results, r)
 		t.Logf("%s: p50 %.1f ms, p99 %.1f ms, max %.1f ms over %d reorgs (%.0f replacement rows in the commit, median); load %s", r.Name, r.P50Ms, r.P99Ms, r.MaxMs, r.Samples, r.Rows, r.Load)
 		// The window includes Amp delivering the replacement microbatch
 		// (here the simulator, in this process, on the same cores): the
 		// bridge's own part is the rest.
+		if !logs.ampSeen {
+			t.Logf("%s: the bridge logs no \"replacement complete\" line (built before it): no split of Amp's part", r.Name)
+			continue
+		}
 		ownR := latencyOf(r.Name, own, brokerName)
 		t.Logf("%s without waiting for Amp (the bridge's own part): p50 %.1f ms, p99 %.1f ms; waited for Amp: p50 %.1f ms",
 			r.Name, ownR.P50Ms, ownR.P99Ms, latencyOf(r.Name, amp, brokerName).P50Ms)
@@ -372,8 +378,10 @@ type logReader struct {
 	// the rows the "retract" lines after it named.
 	reorgAt time.Time
 	// ampWait is the waited_for_amp of the "replacement complete" line
-	// after reorgAt.
+	// after reorgAt; ampSeen is set once such a line was read (a bridge
+	// built before it logs none).
 	ampWait time.Duration
+	ampSeen bool
 }
 
 // logLine is the part of a bridge log line the harness reads.
@@ -443,7 +451,7 @@ func (l *logReader) reorgToCommit() (time.Duration, float64, bool) {
 		case ln.Msg == "reorg" && l.reorgAt.IsZero():
 			l.reorgAt = ln.Time
 		case ln.Msg == "replacement complete" && !l.reorgAt.IsZero():
-			l.ampWait = time.Duration(ln.WaitedForAmp)
+			l.ampWait, l.ampSeen = time.Duration(ln.WaitedForAmp), true
 		case ln.Msg == "committed" && !l.reorgAt.IsZero():
 			d, rows, ok = ln.Time.Sub(l.reorgAt), ln.Rows, true
 		}
