@@ -321,11 +321,6 @@ func (r *Reader) ReadSpans(ctx context.Context, spans []Span) ([][]ReadRecord, e
 			return nil, &MissingRecordsError{Span: s, LogStart: start, End: hwm, Missing: s.Last + 1 - max(hwm, s.First),
 				Reason: "the span reaches past the end of the partition: those records were never written, or the topic was deleted and recreated; the checkpoint does not match this topic"}
 		}
-		// The records exist; wait until they are stable (the commit markers
-		// are written after EndTransaction returns).
-		if _, err := r.waitStable(ctx, s.Topic, s.Partition, s.Last+1); err != nil {
-			return nil, fmt.Errorf("reading back %s: %w", s, err)
-		}
 		tp := topicPartition{s.Topic, s.Partition}
 		if cur, ok := ranges[tp]; ok {
 			ranges[tp] = rng{min(cur.from, s.First), max(cur.until, s.Last+1)}
@@ -335,6 +330,13 @@ func (r *Reader) ReadSpans(ctx context.Context, spans []Span) ([][]ReadRecord, e
 	}
 	fetched := make(map[topicPartition][]ReadRecord, len(ranges))
 	for tp, rg := range ranges {
+		// The records exist; wait until they are stable (the commit markers
+		// are written after EndTransaction returns): once per partition,
+		// up to its highest span, not once per span (a deep reorg's spans
+		// would cost a round of offset requests each).
+		if _, err := r.waitStable(ctx, tp.topic, tp.partition, rg.until); err != nil {
+			return nil, fmt.Errorf("reading back %s/%d[%d..%d]: %w", tp.topic, tp.partition, rg.from, rg.until-1, err)
+		}
 		recs, err := r.fetchRange(ctx, tp.topic, tp.partition, rg.from, rg.until)
 		if err != nil {
 			return nil, fmt.Errorf("reading back %s/%d[%d..%d]: %w", tp.topic, tp.partition, rg.from, rg.until-1, err)

@@ -313,6 +313,10 @@ type txnLog struct {
 	lastProduced time.Time
 	undo         []offsets.Undo
 	rowOffset    map[string]int64
+	// ampWait is how long the run loop waited for Amp since the first
+	// retraction of the transaction (urgent): the part of a reorg's
+	// latency that is Amp delivering the replacement microbatch.
+	ampWait time.Duration
 }
 
 // reset empties the log.
@@ -326,9 +330,18 @@ func (t *txnLog) reset() {
 }
 
 // due reports whether the transaction ends at a watermark and its budget
-// is used up.
+// is used up, or it carries a reorg's retractions (urgent).
 func (t *txnLog) due(b sink.Budget, now time.Time) bool {
-	return len(t.pending) > 0 && !t.dirty && b.Due(t.rows, t.began, now)
+	return len(t.pending) > 0 && !t.dirty && (t.urgent() || b.Due(t.rows, t.began, now))
+}
+
+// urgent reports whether the transaction carries a reorg's retractions: it
+// commits at its first complete watermark, without waiting for the rest of
+// its budget (which only coalesces microbatches into fewer transactions),
+// so that consumers see the retractions and the replacement rows as soon
+// as the replacement microbatch is complete.
+func (t *txnLog) urgent() bool {
+	return len(t.undo) > 0
 }
 
 // fingerprintOf identifies a stream's SQL and Arrow schema.
@@ -706,7 +719,11 @@ func (r *Stream) runOnce(ctx context.Context) error {
 		defer func() { cancel(); <-done }()
 	}
 	for {
+		at := r.deps.Now()
 		env, err := r.next(ctx)
+		if r.txn.urgent() {
+			r.txn.ampWait += r.deps.Now().Sub(at)
+		}
 		if errors.Is(err, errCommitEnded) {
 			if err := r.settle(ctx); err != nil {
 				return err
@@ -784,7 +801,7 @@ func (r *Stream) nextWithin(ctx context.Context) (source.Envelope, error) {
 		return r.stream.Next(ctx)
 	}
 	wait := r.budget().Remaining(r.txn.began, r.deps.Now())
-	if wait <= 0 {
+	if wait <= 0 || r.txn.urgent() {
 		return source.Envelope{}, errCommitDue
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
@@ -869,6 +886,9 @@ func (r *Stream) handle(ctx context.Context, env source.Envelope) error {
 			r.txn.pending = append(r.txn.pending, pendingBatch{wm: ev, rows: int(r.txn.rowOffset[ev.BatchID])})
 			delete(r.txn.rowOffset, ev.BatchID)
 			r.txn.dirty = false
+			if r.txn.urgent() {
+				r.log.Debug("replacement complete", "batch_id", ev.BatchID, "rows", r.txn.rows, "waited_for_amp", r.txn.ampWait)
+			}
 		case reorg.KindUndo:
 			replayed, err := r.undoEvent(ctx, ev)
 			if err != nil {
@@ -1115,6 +1135,7 @@ func (r *Stream) retractAll(ctx context.Context, batches []offsets.Batch, done f
 		var read [][]sink.ReadRecord
 		if len(spans) > 0 {
 			var err error
+			at := r.deps.Now()
 			read, err = r.reader.ReadSpans(ctx, spans)
 			if errors.Is(err, sink.ErrRecordsMissing) {
 				return r.lostRecords(ctx, fmt.Errorf("reading back batches %s..%s to retract them: %w", chunk[0].ID, chunk[len(chunk)-1].ID, err))
@@ -1122,6 +1143,7 @@ func (r *Stream) retractAll(ctx context.Context, batches []offsets.Batch, done f
 			if err != nil {
 				return fmt.Errorf("stream %s: reading back batches %s..%s to retract them: %w", r.cfg.ID, chunk[0].ID, chunk[len(chunk)-1].ID, err)
 			}
+			r.log.Debug("read back", "batches", len(chunk), "spans", len(spans), "records", records, "took", r.deps.Now().Sub(at))
 		}
 		from := 0
 		for i, b := range chunk {

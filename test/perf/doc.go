@@ -45,7 +45,11 @@
 //
 //   - TestLatency (-perf.latency) measures reorg retraction latency at
 //     depth 10 and 128 and the restart time to the first new committed
-//     record (clean, and after kill -9 with a transaction open).
+//     record (clean, and after kill -9 with a transaction open). A
+//     reorg's figure includes Amp (here the simulator, on the same
+//     cores) delivering the replacement microbatch; it also logs the
+//     figure without that wait (the bridge's "replacement complete" debug
+//     line says how long it waited for Amp).
 //
 //   - TestTakeover (-perf.takeover) measures cluster mode's takeover with
 //     -perf.takeover-members (3) bridge processes sharing
