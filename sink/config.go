@@ -142,7 +142,7 @@ type Config struct {
 	// exceed the topic's max.message.bytes.
 	BatchMaxBytes int32
 	// MaxBufferedBytes caps the bytes buffered in the producer (default
-	// 64 MiB). When it is full, Produce blocks: that is the backpressure
+	// 32 MiB). When it is full, Produce blocks: that is the backpressure
 	// that slows the source down.
 	MaxBufferedBytes int
 	// MaxBufferedRecords caps buffered records (default 1,000,000) so that
@@ -198,7 +198,7 @@ func DefaultConfig() Config {
 		Compression:           CompressionZstd,
 		Linger:                5 * time.Millisecond,
 		BatchMaxBytes:         1 << 20,
-		MaxBufferedBytes:      64 << 20,
+		MaxBufferedBytes:      32 << 20,
 		MaxBufferedRecords:    1_000_000,
 		ReadTimeout:           60 * time.Second,
 		FetchMaxBytes:         16 << 20,

@@ -93,7 +93,7 @@ func (c *Config) MemoryLimitBytes() int64 {
 // and the next microbatch held while a commit runs: at most half of it)
 // plus 2 MiB per stream (its producer, reader, Flight stream and encoder,
 // and its records in flight: a limit without it made 100 busy streams
-// spend their time collecting). 226 MiB with the defaults and one stream.
+// spend their time collecting). 178 MiB with the defaults and one stream.
 func (c *Config) AutoMemoryLimit() int64 {
 	return 64<<20 + int64(c.Amp.ReadAheadBytes) + 3*int64(c.Kafka.MaxBufferedBytes)/2 + int64(len(c.Streams))*perStreamMemory
 }

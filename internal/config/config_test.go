@@ -44,7 +44,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	assert.Equal(t, ByteSize(64<<20), c.Amp.MaxRecvBytes)
 	assert.Equal(t, MemoryLimitAuto, c.MemoryLimit)
 	assert.Equal(t, int64(0), c.MemoryLimitBytes(), "auto")
-	assert.Equal(t, int64(226<<20), c.AutoMemoryLimit(), "64MiB + read_ahead_bytes + 1.5 × max_buffered_bytes + 2MiB for the one stream")
+	assert.Equal(t, int64(178<<20), c.AutoMemoryLimit(), "64MiB + read_ahead_bytes + 1.5 × max_buffered_bytes + 2MiB for the one stream")
 }
 
 func TestMemoryLimitConfig(t *testing.T) {
