@@ -6,8 +6,9 @@ import (
 )
 
 // LevelKafkaDebug is the slog level franz-go's debug lines are logged at:
-// below slog.LevelDebug, since they are per request (log.level "debug-4"
-// shows them).
+// below slog.LevelDebug, since they are per request. The bridge's
+// log.level goes down to debug only, so they show only through a handler
+// the embedding program enables at this level.
 const LevelKafkaDebug = slog.LevelDebug - 4
 
 // kgoLevels is the slog.Handler franz-go logs through (via kslog). franz-go
