@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 )
@@ -125,6 +127,12 @@ type Encoder struct {
 	head     []byte // per batch: value header + envelope bytes before the row
 	mid      []byte // per batch: envelope bytes after the row up to source.block_num
 	tail     []byte // per block: mid, source.block_num and the bytes up to source.row
+	// empty holds an array without rows of each column's type, bound
+	// after every Encode so that the writers let go of the batch they
+	// encoded: an IPC batch's arrays point into one buffer of its whole
+	// message (up to ~2 MiB), which an idle stream would otherwise keep
+	// until its next batch.
+	empty []arrow.Array
 }
 
 // NewEncoder compiles the Avro schemas and the column writers for s. Its
@@ -149,7 +157,41 @@ func NewEncoder(cfg Config, s *arrow.Schema) (*Encoder, error) {
 	}
 	e.SetFraming(vf, kf)
 	e.blk.col = cs.blockCol
+	e.empty = make([]arrow.Array, s.NumFields())
+	for i, f := range s.Fields() {
+		e.empty[i] = emptyArray(f.Type)
+	}
 	return e, nil
+}
+
+// emptyArray returns an array of dt without rows, or nil for a type
+// arrow-go's builders do not make.
+func emptyArray(dt arrow.DataType) (a arrow.Array) {
+	defer func() {
+		if recover() != nil {
+			a = nil
+		}
+	}()
+	b := array.NewBuilder(memory.DefaultAllocator, dt)
+	defer b.Release()
+	return b.NewArray()
+}
+
+// unbind binds the writers to e.empty's arrays.
+func (e *Encoder) unbind() {
+	for j, w := range e.cs.cols {
+		if a := e.empty[j]; a != nil {
+			_ = w.bind(a) // the same type was bound before
+		}
+	}
+	for k, w := range e.cs.keyCols {
+		if a := e.empty[e.cs.keyIndex[k]]; a != nil {
+			_ = w.bind(a)
+		}
+	}
+	e.blk.release()
+	clear(e.ops) // they point into the columns
+	clear(e.keyOps)
 }
 
 // Schemas returns the Avro schemas the encoder writes.
@@ -189,6 +231,7 @@ func (e *Encoder) Encode(rec arrow.RecordBatch, meta BatchMeta, out *Batch) erro
 		batchID = reorg.BatchID(meta.Ranges)
 	}
 	e.st.err = nil
+	defer e.unbind()
 	for j, w := range e.cs.cols {
 		if err := w.bind(rec.Column(j)); err != nil {
 			return fmt.Errorf("encoding batch %s: binding column %q: %w", batchID, e.schema.Field(j).Name, err)
@@ -427,6 +470,12 @@ type blockNumReader struct {
 	i64  []int64
 	u32  []uint32
 	i32  []int32
+}
+
+// release lets go of the bound column.
+func (r *blockNumReader) release() {
+	r.u64, r.i64, r.u32, r.i32 = nil, nil, nil, nil
+	r.v.bits = nil
 }
 
 func (r *blockNumReader) bind(rec arrow.RecordBatch, st *encState) {

@@ -465,7 +465,7 @@ func (w *backfillWorker) step(ctx context.Context, s source.BlockSpan, last bool
 		now := r.deps.Now()
 		meta := encode.BatchMeta{Op: encode.OpRead, Snapshot: true, Ranges: ranges, BatchID: batchID,
 			TsMs: now.UnixMilli(), RowOffset: int64(rows)}
-		encoding, err := r.slabs.encodeSlabs(w.enc, rec, meta, func(sl *slab, rowOffset int64) error {
+		encoding, err := r.slabs.encodeSlabs(ctx, w.enc, rec, meta, nil, func(sl *slab, rowOffset int64) error {
 			defer sl.done()
 			out := produceBatch{topic: r.topic, batchID: batchID, op: "r", rowKey: r.cfg.Key == config.KeyRow,
 				headers: headers, rowOffset: rowOffset, ts: now}

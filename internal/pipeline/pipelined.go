@@ -157,6 +157,21 @@ func (r *Stream) hold(ctx context.Context, b heldBatch) error {
 	return r.produceHeld(ctx)
 }
 
+// produceHeldNow produces the held batches once the commit in flight has
+// ended in Kafka, waiting for it: before the run loop waits for room
+// among the process's slabs out (encodeSlabs), since only it can let go of
+// them.
+func (r *Stream) produceHeldNow(ctx context.Context) error {
+	if len(r.held) == 0 {
+		return nil
+	}
+	ok, err := r.kafkaCommitted(true)
+	if err != nil || !ok {
+		return err
+	}
+	return r.produceHeld(ctx)
+}
+
 // produceHeld produces the held batches, in order, in the open
 // transaction (begun if none is). The commit in flight, if any, must have
 // ended in Kafka.

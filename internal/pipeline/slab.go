@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 
@@ -18,11 +19,19 @@ const slabRows = 1024
 // maxFreeBytes is the least a SlabCache keeps for reuse (NewSlabCache).
 const maxFreeBytes = 8 << 20
 
+// firstSlabBytes is what a pool's first slab is charged before it is
+// encoded (later ones: the pool's last slab).
+const firstSlabBytes = 64 << 10
+
 // SlabCache keeps the slabs (encoded records) that streams have finished
 // with, for reuse, within one bound shared by every stream given it
 // (Deps.Slabs): what a process keeps between batches does not grow with
 // its number of streams (with a cache each, 100 idle streams could keep
-// 100 × the bound). Safe for concurrent use.
+// 100 × the bound). It also bounds the slabs out, encoded and not yet
+// acknowledged by Kafka, of all those streams together: a stream waits for
+// room before it encodes (slabPool.take), in the order the streams asked,
+// so 100 busy streams hold what one would and take turns. Safe for
+// concurrent use.
 type SlabCache struct {
 	// maxFree bounds the encoded bytes kept for reuse. cmd/bridge sets it
 	// to kafka.max_buffered_bytes: at a commit every record in flight is
@@ -31,16 +40,111 @@ type SlabCache struct {
 	// allocate (and the collector free) most of them at every commit. A
 	// slab is either in flight or free, so this does not raise a stream's
 	// peak: what is in flight is already bounded by the same setting.
-	maxFree   int
+	maxFree int
+	// limit bounds out: 1.5 × maxFree, what one stream held before the
+	// bound was shared (the producer's buffer plus the next transaction's
+	// held batches, half as much).
+	limit     int64
 	mu        sync.Mutex
 	free      []*slab
 	freeBytes int
+	// out is what the slabs handed out and not yet back are charged: an
+	// estimate until encoded (slabPool.take), then their size.
+	out     int64
+	waiters []*slabWaiter // FIFO
+}
+
+// slabWaiter is a take waiting for room in a SlabCache.
+type slabWaiter struct {
+	charge int64
+	ready  chan struct{} // closed once charge is admitted
 }
 
 // NewSlabCache returns an empty cache, for the streams of one process,
-// that keeps up to maxFree bytes of slabs for reuse (at least 8 MiB; pass
-// kafka.max_buffered_bytes).
-func NewSlabCache(maxFree int) *SlabCache { return &SlabCache{maxFree: max(maxFree, maxFreeBytes)} }
+// that keeps up to maxBuffered bytes of slabs for reuse (at least 8 MiB;
+// pass kafka.max_buffered_bytes) and lets them have 1.5 × that out at once.
+func NewSlabCache(maxBuffered int) *SlabCache {
+	m := max(maxBuffered, maxFreeBytes)
+	return &SlabCache{maxFree: m, limit: int64(m) * 3 / 2}
+}
+
+// admit charges n bytes to the slabs out, waiting while they are at the
+// limit or an earlier take waits. Before its first wait it calls flush (if
+// set): the caller then produces what only it can let go of, so that the
+// wait never depends on the waiter.
+func (c *SlabCache) admit(ctx context.Context, n int64, flush func(context.Context) error) error {
+	flushed := flush == nil
+	for {
+		c.mu.Lock()
+		if c.out < c.limit && len(c.waiters) == 0 {
+			c.out += n
+			c.mu.Unlock()
+			return nil
+		}
+		if !flushed {
+			c.mu.Unlock()
+			flushed = true
+			if err := flush(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		w := &slabWaiter{charge: n, ready: make(chan struct{})}
+		c.waiters = append(c.waiters, w)
+		c.mu.Unlock()
+		select {
+		case <-w.ready:
+			return nil
+		case <-ctx.Done():
+			c.mu.Lock()
+			if i := slicesIndex(c.waiters, w); i >= 0 {
+				c.waiters = append(c.waiters[:i], c.waiters[i+1:]...)
+				c.wakeLocked() // the next may fit now
+				c.mu.Unlock()
+			} else {
+				c.mu.Unlock()
+				c.uncharge(n) // admitted meanwhile
+			}
+			return ctx.Err()
+		}
+	}
+}
+
+// slicesIndex is slices.Index for waiters.
+func slicesIndex(ws []*slabWaiter, w *slabWaiter) int {
+	for i, x := range ws {
+		if x == w {
+			return i
+		}
+	}
+	return -1
+}
+
+// recharge changes a charge of old bytes to new ones.
+func (c *SlabCache) recharge(old, n int64) {
+	if old == n {
+		return
+	}
+	c.mu.Lock()
+	c.out += n - old
+	c.wakeLocked()
+	c.mu.Unlock()
+}
+
+// uncharge gives back n bytes.
+func (c *SlabCache) uncharge(n int64) { c.recharge(n, 0) }
+
+// wakeLocked admits the waiters at the head of the queue while there is
+// room. c.mu is held.
+func (c *SlabCache) wakeLocked() {
+	for len(c.waiters) > 0 && c.out < c.limit {
+		w := c.waiters[0]
+		c.waiters[0] = nil
+		c.waiters = c.waiters[1:]
+		c.out += w.charge
+		close(w.ready)
+	}
+}
 
 // slabPool hands out the slabs of one stream (its workers included): a
 // slab holds the records of one batch and returns to the pool's cache
@@ -55,6 +159,9 @@ type slabPool struct {
 	maxFree int
 	// live counts the slabs taken and not yet back (tests, leak checks).
 	live atomic.Int64
+	// last is the size of the pool's last encoded slab: what the next one
+	// is charged until it is encoded.
+	last atomic.Int64
 }
 
 // slab is the encoded records of one Arrow batch (out), shared by the
@@ -69,6 +176,8 @@ type slab struct {
 	refs atomic.Int64
 	// size is what out held when the slab came back (its memory).
 	size int
+	// charged is what the slab is charged in its cache's slabs out.
+	charged int64
 }
 
 // cache is p's SlabCache: the one set (Stream's Deps.Slabs), else one of
@@ -81,9 +190,46 @@ func (p *slabPool) cache() *SlabCache {
 	return p.shared.Load()
 }
 
+// estimate is what p's next slab is charged before it is encoded.
+func (p *slabPool) estimate() int64 {
+	if n := p.last.Load(); n > 0 {
+		return n
+	}
+	return firstSlabBytes
+}
+
+// take is get after waiting for room among the slabs out of p's cache
+// (SlabCache.admit, with flush). It fails only with ctx's error.
+func (p *slabPool) take(ctx context.Context, flush func(context.Context) error) (*slab, error) {
+	n := p.estimate()
+	if err := p.cache().admit(ctx, n, flush); err != nil {
+		return nil, err
+	}
+	return p.getCharged(n), nil
+}
+
+// encoded charges s its encoded size instead of its estimate.
+func (p *slabPool) encoded(s *slab) {
+	n := int64(s.out.Size())
+	p.last.Store(n)
+	p.cache().recharge(s.charged, n)
+	s.charged = n
+}
+
 // get returns an empty slab held by the caller, who calls hand for the
-// records it produces from it and then done.
+// records it produces from it and then done. It does not wait for room
+// (take does): the slab is charged its estimate.
 func (p *slabPool) get() *slab {
+	n := p.estimate()
+	c := p.cache()
+	c.mu.Lock()
+	c.out += n
+	c.mu.Unlock()
+	return p.getCharged(n)
+}
+
+// getCharged is get for a slab already charged n bytes.
+func (p *slabPool) getCharged(n int64) *slab {
 	p.live.Add(1)
 	c := p.cache()
 	c.mu.Lock()
@@ -97,6 +243,7 @@ func (p *slabPool) get() *slab {
 		s = &slab{}
 	}
 	s.pool = p
+	s.charged = n
 	s.refs.Store(1)
 	return s
 }
@@ -138,10 +285,13 @@ func (s *slab) unref(k int64) {
 	p.live.Add(-1)
 	c := p.cache()
 	c.mu.Lock()
+	c.out -= s.charged
+	s.charged = 0
 	if c.freeBytes+s.size <= c.maxFree {
 		c.free = append(c.free, s)
 		c.freeBytes += s.size
 	}
+	c.wakeLocked()
 	c.mu.Unlock()
 }
 
@@ -149,19 +299,26 @@ func (s *slab) unref(k int64) {
 // microbatch) in slices of at most slabRows rows, each into a slab of p,
 // and calls fn with each slab (held by the caller: fn must call its done,
 // also on an error) and the index in the microbatch of its first row.
-// rec stays the caller's. An error of the encoder is returned with
-// encoding set, fn's as it is.
-func (p *slabPool) encodeSlabs(enc *encode.Encoder, rec arrow.RecordBatch, meta encode.BatchMeta,
-	fn func(s *slab, rowOffset int64) error) (encoding bool, err error) {
+// Each slab waits for room among the process's slabs out (take, with
+// flush). rec stays the caller's. An error of the encoder is returned with
+// encoding set, fn's and ctx's as they are.
+func (p *slabPool) encodeSlabs(ctx context.Context, enc *encode.Encoder, rec arrow.RecordBatch, meta encode.BatchMeta,
+	flush func(context.Context) error, fn func(s *slab, rowOffset int64) error) (encoding bool, err error) {
 	n, base := rec.NumRows(), meta.RowOffset
 	for off := int64(0); off < n; off += slabRows {
 		part := rec
 		if end := min(n, off+slabRows); off > 0 || end < n {
 			part = rec.NewSlice(off, end)
 		}
-		s := p.get()
+		s, err := p.take(ctx, flush)
+		if err != nil {
+			if part != rec {
+				part.Release()
+			}
+			return false, err
+		}
 		meta.RowOffset = base + off
-		err := enc.Encode(part, meta, &s.out)
+		err = enc.Encode(part, meta, &s.out)
 		if part != rec {
 			part.Release()
 		}
@@ -169,6 +326,7 @@ func (p *slabPool) encodeSlabs(enc *encode.Encoder, rec arrow.RecordBatch, meta 
 			s.done()
 			return true, err
 		}
+		p.encoded(s)
 		if err := fn(s, meta.RowOffset); err != nil {
 			return false, err
 		}

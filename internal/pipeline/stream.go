@@ -954,7 +954,7 @@ func (r *Stream) data(ctx context.Context, ev reorg.Event, env *source.Envelope)
 		r.txn.began = now
 	}
 	headers := recordHeaders(r.cfg.ID, ev.BatchID, "c", ev.Ranges)
-	encoding, err := r.slabs.encodeSlabs(r.enc, env.Batch, meta, func(s *slab, rowOffset int64) error {
+	encoding, err := r.slabs.encodeSlabs(ctx, r.enc, env.Batch, meta, r.produceHeldNow, func(s *slab, rowOffset int64) error {
 		n := s.out.Len()
 		r.txn.rowOffset[ev.BatchID] += int64(n)
 		r.txn.rows += n

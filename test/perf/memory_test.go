@@ -305,7 +305,7 @@ streams:
 		limit = 0 // math.MaxInt64: none
 	}
 	// Where the memory went: the heap at the end (go tool pprof -sample_index=inuse_space).
-	if err := saveURL(t.Context(), "http://"+httpAddr+"/debug/pprof/heap", filepath.Join(dir, "heap.pprof")); err != nil {
+	if err := saveURL(t.Context(), "http://"+httpAddr+"/debug/pprof/heap?gc=1", filepath.Join(dir, "heap.pprof")); err != nil {
 		t.Logf("heap profile: %v", err)
 	}
 	require.Zero(t, proc.Term(30*time.Second), "bridge exit code; log tail:\n%s", testenv.Tail(logPath, 20))

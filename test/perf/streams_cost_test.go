@@ -242,7 +242,7 @@ streams:
 	ms, err := scrape(ctx, metrics)
 	require.NoError(t, err)
 	c.Goroutines = ms["go_goroutines"]
-	if err := saveURL(ctx, "http://"+httpAddr+"/debug/pprof/heap", filepath.Join(dir, "heap.pprof")); err != nil {
+	if err := saveURL(ctx, "http://"+httpAddr+"/debug/pprof/heap?gc=1", filepath.Join(dir, "heap.pprof")); err != nil {
 		t.Logf("heap profile: %v", err)
 	}
 
