@@ -190,8 +190,17 @@ func (e *Encoder) unbind() {
 		}
 	}
 	e.blk.release()
-	clear(e.ops) // they point into the columns
-	clear(e.keyOps)
+	unbindOps(e.ops)
+	unbindOps(e.keyOps)
+}
+
+// unbindOps drops the ops' slices of the columns they were chosen for,
+// keeping what they are (kind, writer).
+func unbindOps(ops []op) {
+	for i := range ops {
+		o := &ops[i]
+		o.bits, o.data, o.u64, o.i64, o.i32, o.u32, o.offs = nil, nil, nil, nil, nil, nil, nil
+	}
 }
 
 // Schemas returns the Avro schemas the encoder writes.
