@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"strconv"
@@ -89,6 +90,13 @@ func New(cfg Config, deps Deps) (*Client, error) {
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cfg.MaxRecvMsgSize)),
+	}
+	if w := cfg.ReceiveWindow; w > 0 {
+		// Fixed windows: gRPC then stops growing them (BDP estimation).
+		// The connection's is the streams' together, so that it does not
+		// hold any of them back.
+		conn := int64(w) * int64(max(cfg.ReceiveWindowStreams, 1))
+		opts = append(opts, grpc.WithInitialWindowSize(w), grpc.WithInitialConnWindowSize(int32(min(conn, math.MaxInt32))))
 	}
 	if cfg.KeepaliveTime > 0 {
 		opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{

@@ -55,6 +55,17 @@ type Config struct {
 	// of the consumer; 0 means only ReadAhead bounds it. A single batch
 	// larger than the bound is still delivered, alone. Default 64 MiB.
 	ReadAheadBytes int64
+	// ReceiveWindow is the HTTP/2 flow-control window of each DoGet stream
+	// and the connection's window over ReceiveWindowStreams of them: what
+	// Amp may send a stream before its reader reads it, held in gRPC's
+	// buffers while it waits. 0 (the default) leaves gRPC's own window,
+	// grown to the bandwidth-delay product it measures (up to 16 MiB per
+	// stream); a value of at least 64 KiB fixes it (one stream's
+	// throughput is then at most the window per round trip).
+	ReceiveWindow int32
+	// ReceiveWindowStreams is how many streams ReceiveWindow is sized for:
+	// the connection's window is ReceiveWindow times it. Default 1.
+	ReceiveWindowStreams int
 	// Backoff controls reconnecting after a transient failure.
 	Backoff BackoffConfig
 	// KeepaliveTime, when positive, makes gRPC ping the server after this
@@ -92,13 +103,18 @@ type BackoffConfig struct {
 	MaxAttempts int
 }
 
+// MinReceiveWindow is the least fixed ReceiveWindow: HTTP/2's initial
+// window, 64 KiB.
+const MinReceiveWindow = 64 << 10
+
 // DefaultConfig returns the documented defaults; Addr must still be set.
 func DefaultConfig() Config {
 	return Config{
-		MaxRecvMsgSize: DefaultMaxRecvMsgSize,
-		RequestTimeout: 30 * time.Second,
-		ReadAhead:      4,
-		ReadAheadBytes: 64 << 20,
+		MaxRecvMsgSize:       DefaultMaxRecvMsgSize,
+		RequestTimeout:       30 * time.Second,
+		ReadAhead:            4,
+		ReadAheadBytes:       64 << 20,
+		ReceiveWindowStreams: 1,
 		Backoff: BackoffConfig{
 			Initial:    250 * time.Millisecond,
 			Max:        30 * time.Second,
@@ -144,6 +160,9 @@ func (c Config) Validate() error {
 	if c.ReadAheadBytes < 0 {
 		add("amp.read_ahead_bytes must not be negative (0 = no byte bound; default 64 MiB)")
 	}
+	if c.ReceiveWindow != 0 && c.ReceiveWindow < MinReceiveWindow {
+		add("amp.receive_window_bytes gives each stream %d bytes, below HTTP/2's 64 KiB; raise it or set 0 for gRPC's own window", c.ReceiveWindow)
+	}
 	b := c.Backoff
 	if b.Initial <= 0 {
 		add("amp.reconnect_min must be positive (default 250ms)")
@@ -179,6 +198,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("max_recv_msg_size", c.MaxRecvMsgSize),
 		slog.Int("read_ahead", c.ReadAhead),
 		slog.Int64("read_ahead_bytes", c.ReadAheadBytes),
+		slog.Int("receive_window", int(c.ReceiveWindow)),
 	)
 }
 

@@ -91,16 +91,17 @@ func (c *Config) MemoryLimitBytes() int64 {
 // amp.read_ahead_bytes (Arrow batches decoded ahead) plus 1.5 ×
 // kafka.max_buffered_bytes (the encoded records of all streams, acknowledged
 // or not: the producer's buffer and the next microbatch held while a commit
-// runs) plus 2 MiB per stream (its producer, reader, Flight stream and
-// encoder, about 0.5 MiB when idle, and its records and batches in flight:
-// with 512 KiB, 100 streams peaked under 256 MiB but their busy phase took
-// twice as long, collecting). 178 MiB with the defaults and one stream.
+// runs) plus 512 KiB per stream (its producer, reader, Flight stream and
+// encoder: an idle stream's heap, measured with 1 and 100 streams; what a
+// busy stream has in flight is bounded process-wide, by the terms above
+// and amp.receive_window_bytes). 176.5 MiB with the defaults and one
+// stream, 226 MiB with 100.
 func (c *Config) AutoMemoryLimit() int64 {
 	return 64<<20 + int64(c.Amp.ReadAheadBytes) + 3*int64(c.Kafka.MaxBufferedBytes)/2 + int64(len(c.Streams))*perStreamMemory
 }
 
 // perStreamMemory is AutoMemoryLimit's part for each stream.
-const perStreamMemory = 2 << 20
+const perStreamMemory = 512 << 10
 
 // AmpConfig configures the Arrow Flight connection to Amp: every field of
 // source.Config is reachable here (see Source).
@@ -130,6 +131,13 @@ type AmpConfig struct {
 	// ReadAheadBytes bounds the bytes decoded ahead; 0 means only
 	// ReadAhead bounds it. Default: source.DefaultConfig (64 MiB).
 	ReadAheadBytes ByteSize `yaml:"read_ahead_bytes"`
+	// ReceiveWindowBytes is what Amp may have sent the process's streams
+	// before their readers read it, all streams and backfill workers
+	// together: each gets an equal share as its HTTP/2 window, at least 64
+	// KiB. When a share would reach 16 MiB (one stream with the default)
+	// gRPC keeps its own window, grown to the measured bandwidth-delay
+	// product; 0 always does. Default 16 MiB.
+	ReceiveWindowBytes ByteSize `yaml:"receive_window_bytes"`
 	// ReconnectMin is the first reconnect delay (source backoff Initial);
 	// it also bounds the restart of a failed stream. Default 250ms.
 	ReconnectMin time.Duration `yaml:"reconnect_min"`
@@ -515,6 +523,7 @@ func (c *Config) defaultsTop() {
 	setDefault(&a.RequestTimeout, src.RequestTimeout)
 	setDefault(&a.ReadAhead, src.ReadAhead)
 	setDefault(&a.ReadAheadBytes, ByteSize(src.ReadAheadBytes))
+	setDefault(&a.ReceiveWindowBytes, defaultReceiveWindowBytes)
 	setDefault(&a.ReconnectMin, src.Backoff.Initial)
 	setDefault(&a.ReconnectMax, src.Backoff.Max)
 	setDefault(&a.ReconnectMultiplier, src.Backoff.Multiplier)
@@ -855,6 +864,8 @@ func (c *Config) Source() source.Config {
 	s.RequestTimeout = a.RequestTimeout
 	s.ReadAhead = a.ReadAhead
 	s.ReadAheadBytes = int64(a.ReadAheadBytes)
+	s.ReceiveWindowStreams = c.ampQueries()
+	s.ReceiveWindow = receiveWindow(int64(a.ReceiveWindowBytes), s.ReceiveWindowStreams)
 	s.Backoff.Initial = a.ReconnectMin
 	s.Backoff.Max = a.ReconnectMax
 	s.Backoff.Multiplier = a.ReconnectMultiplier
@@ -863,6 +874,35 @@ func (c *Config) Source() source.Config {
 	s.KeepaliveTime = a.KeepaliveTime
 	s.KeepaliveTimeout = a.KeepaliveTimeout
 	return s
+}
+
+// defaultReceiveWindowBytes is amp.receive_window_bytes's default.
+const defaultReceiveWindowBytes = 16 << 20
+
+// grpcMaxWindow is the largest window gRPC grows by itself.
+const grpcMaxWindow = 16 << 20
+
+// ampQueries is how many Amp queries the process may have open at once:
+// one per stream, plus the workers of each backfill.
+func (c *Config) ampQueries() int {
+	n := 0
+	for _, st := range c.Streams {
+		n++
+		if st.Backfill.Enabled {
+			n += st.Backfill.Workers
+		}
+	}
+	return max(n, 1)
+}
+
+// receiveWindow is each stream's share of total over n streams, or 0 for
+// gRPC's own window (total 0, or a share of 16 MiB or more).
+func receiveWindow(total int64, n int) int32 {
+	share := total / int64(max(n, 1))
+	if total == 0 || share >= grpcMaxWindow {
+		return 0
+	}
+	return int32(max(share, source.MinReceiveWindow))
 }
 
 // SchemaRegistry maps registry onto the registry client's configuration.

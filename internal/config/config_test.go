@@ -44,7 +44,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	assert.Equal(t, ByteSize(64<<20), c.Amp.MaxRecvBytes)
 	assert.Equal(t, MemoryLimitAuto, c.MemoryLimit)
 	assert.Equal(t, int64(0), c.MemoryLimitBytes(), "auto")
-	assert.Equal(t, int64(178<<20), c.AutoMemoryLimit(), "64MiB + read_ahead_bytes + 1.5 × max_buffered_bytes + 2MiB for the one stream")
+	assert.Equal(t, int64(176<<20+512<<10), c.AutoMemoryLimit(), "64MiB + read_ahead_bytes + 1.5 × max_buffered_bytes + 512KiB for the one stream")
 }
 
 func TestMemoryLimitConfig(t *testing.T) {
@@ -55,7 +55,7 @@ func TestMemoryLimitConfig(t *testing.T) {
 	}
 	c, err := LoadConfig(writeConfig(t, minimalYAML), envMap(map[string]string{"BRIDGE_KAFKA_MAX_BUFFERED_BYTES": "16MiB"}))
 	require.NoError(t, err)
-	assert.Equal(t, int64(64<<20+64<<20+24<<20+2<<20), c.AutoMemoryLimit(), "follows kafka.max_buffered_bytes")
+	assert.Equal(t, int64(64<<20+64<<20+24<<20+512<<10), c.AutoMemoryLimit(), "follows kafka.max_buffered_bytes")
 }
 
 func TestLoadConfigEnvOverridesAndSecrets(t *testing.T) {
@@ -207,4 +207,37 @@ func TestEncodeConfig(t *testing.T) {
 	_, err = sc.EncodeConfig("t", "v1")
 	require.ErrorIs(t, err, ErrInvalid)
 	assert.ErrorContains(t, err, "streams (s).fixed_as")
+}
+
+// TestReceiveWindowShares checks how amp.receive_window_bytes is shared
+// by the Amp queries of a process: streams plus backfill workers, each an
+// equal share, at least 64 KiB, and gRPC's own window (0) for a share of
+// 16 MiB or more.
+func TestReceiveWindowShares(t *testing.T) {
+	streams := func(n int, backfillWorkers int) []StreamConfig {
+		out := make([]StreamConfig, n)
+		if backfillWorkers > 0 {
+			out[0].Backfill = BackfillConfig{Enabled: true, Workers: backfillWorkers}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		total   ByteSize
+		streams []StreamConfig
+		want    int32
+		queries int
+	}{
+		{"one stream keeps gRPC's window", 16 << 20, streams(1, 0), 0, 1},
+		{"two streams", 16 << 20, streams(2, 0), 8 << 20, 2},
+		{"100 streams", 16 << 20, streams(100, 0), 16 << 20 / 100, 100},
+		{"backfill workers count", 16 << 20, streams(2, 2), 4 << 20, 4},
+		{"at least 64 KiB", 16 << 20, streams(1000, 0), 64 << 10, 1000},
+		{"0 keeps gRPC's window", 0, streams(100, 0), 0, 100},
+	} {
+		c := Config{Amp: AmpConfig{ReceiveWindowBytes: tc.total}, Streams: tc.streams}
+		s := c.Source()
+		assert.Equal(t, tc.want, s.ReceiveWindow, tc.name)
+		assert.Equal(t, tc.queries, s.ReceiveWindowStreams, tc.name)
+	}
 }

@@ -31,6 +31,10 @@ var stageInternal = map[string]string{
 	"source.TLS.InsecureSkipVerify":  "tests only",
 	"offsets.TLS.InsecureSkipVerify": "tests only",
 	"encode.TLS.InsecureSkipVerify":  "tests only",
+	// Both follow amp.receive_window_bytes and the number of streams, and
+	// with the probe's single stream its share leaves gRPC's own window.
+	"source.ReceiveWindow":        "a stream's share of amp.receive_window_bytes (TestReceiveWindowShares)",
+	"source.ReceiveWindowStreams": "the number of streams and backfill workers",
 }
 
 // leafFields lists the exported leaf fields of a struct as dotted Go paths

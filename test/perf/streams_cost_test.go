@@ -30,6 +30,7 @@ var (
 	flagStreamsCost  = flag.Bool("perf.streams-cost", false, "run TestStreamsCost (minutes; needs redis-server)")
 	flagStreamCounts = flag.String("perf.stream-counts", "1,10,100", "comma-separated numbers of streams in one bridge process for TestStreamsCost")
 	flagIdle         = flag.Duration("perf.idle", 30*time.Second, "TestStreamsCost: the idle window over which CPU is measured")
+	flagStreamsKafka = flag.String("perf.streams-kafka", "", "extra lines of the bridge's kafka section in TestStreamsCost, e.g. 'batch_max_bytes: 256KiB' (-perf.gomemlimit applies too)")
 	flagBusyBlocks   = flag.Int("perf.busy-blocks", 300, "TestStreamsCost: blocks mined at once for the busy phase (fairness), at 20 tx per block; one transaction per stream, which must commit within kafka.transaction_timeout")
 )
 
@@ -158,7 +159,7 @@ kafka:
   transactional_id_prefix: %s
   control_topic: %s.control
   replication_factor: 1
-registry:
+%sregistry:
   url: %s
 checkpoint:
   store: redis
@@ -171,12 +172,15 @@ http:
 log:
   level: warn
 streams:
-%s`, sim.Addr(), br.addr, name, name, reg.URL, rs.Addr(), name, httpAddr, streams.String())
+%s`, sim.Addr(), br.addr, name, name, kafkaLines(*flagStreamsKafka), reg.URL, rs.Addr(), name, httpAddr, streams.String())
 	cfgPath := filepath.Join(dir, "bridge.yaml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
 	logPath := filepath.Join(dir, "bridge.log")
 	cmd := exec.CommandContext(context.Background(), e.bridge, "run", "-c", cfgPath)
 	cmd.Env = bridgetest.Env()
+	if *flagMemLimit != "" {
+		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+*flagMemLimit)
+	}
 	start := time.Now()
 	proc, err := testenv.StartProcess(cmd, logPath)
 	require.NoError(t, err)
