@@ -713,3 +713,44 @@ func TestRetryHookWithoutMarker(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, []int{1, 2, 3}, attempts[:3], "each failed attempt, counted")
 }
+
+// TestReceiveWindow checks that Config.ReceiveWindow fixes what Amp may
+// send a stream ahead of its reader: with a one-envelope read-ahead and a
+// consumer that stops, a 64 KiB window lets only a few 64 KiB batches past
+// the reader, and a 4 MiB one lets about 4 MiB more.
+func TestReceiveWindow(t *testing.T) {
+	const total = 100 // batches of ~64 KiB
+	rec := makeRecord(memory.NewGoAllocator(), 0, 1, 64<<10)
+	defer rec.Release()
+	msgs := make([]msg, 0, total)
+	for i := range total {
+		msgs = append(msgs, msg{rec: rec, md: md(t, false, R(uint64(i), uint64(i), 0))})
+	}
+	for _, tt := range []struct {
+		name     string
+		window   int32
+		min, max int64 // bounds on batches sent while the consumer holds one
+	}{
+		{"64 KiB", 64 << 10, 1, 8},
+		{"4 MiB", 4 << 20, 48, 80},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newScriptServer(attemptScript{msgs: msgs, hang: true})
+			c := newClient(t, serve(t, srv), func(c *source.Config) {
+				c.ReadAhead, c.ReadAheadBytes, c.ReceiveWindow, c.ReceiveWindowStreams = 1, 0, tt.window, 1
+			}, source.Deps{})
+			s, err := c.Stream(t.Context(), "SELECT 1", fixedCursor(nil))
+			require.NoError(t, err)
+			defer s.Close()
+			next(t, s)
+			time.Sleep(300 * time.Millisecond)
+			sent := srv.sent.Load()
+			t.Logf("sent %d of %d while the consumer held 1", sent, total)
+			assert.GreaterOrEqual(t, sent, tt.min)
+			assert.LessOrEqual(t, sent, tt.max)
+			for range total - 1 {
+				next(t, s)
+			}
+		})
+	}
+}
