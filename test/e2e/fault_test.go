@@ -244,6 +244,19 @@ func runFaultHarness(t *testing.T, env faultEnv, python string, trials int) {
 	if err != nil {
 		t.Errorf("with Amp idle, the bridge did not commit its last complete batch within 25s: %v", err)
 		tl.Logf("the broker's transactions:\n%s", txnState(s.Brokers, s.Control, s.Topic))
+	} else {
+		// The schedule's reorgs may all have come before anything was
+		// committed (short trials on a loaded machine): one more, of
+		// committed blocks with the bridge running, makes sure the run
+		// exercised retractions and tombstones (checked below).
+		require.NoError(t, sim.Reorg(3, 4))
+		ctx, cancel = context.WithTimeout(context.Background(), 25*time.Second)
+		_, err = s.WaitCaughtUp(ctx, p, 300*time.Millisecond)
+		cancel()
+		if err != nil {
+			t.Errorf("after a reorg of depth 3 with Amp idle, the bridge did not commit the new head within 25s: %v", err)
+		}
+		head, _ = sim.Head()
 	}
 	code := p.Term(45 * time.Second)
 	require.Equal(t, 0, code, "bridge run must exit 0 on SIGTERM; log tail:\n%s", testenv.Tail(logPath, 30))
