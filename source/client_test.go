@@ -429,12 +429,6 @@ func goroutines() (int, string) {
 // window), and, as a control, that it does read ahead when allowed to.
 func TestBackpressure(t *testing.T) {
 	const total = 32 // batches of ~512 KiB
-	big := makeRecord(memory.NewGoAllocator(), 0, 1, 512<<10)
-	defer big.Release()
-	msgs := make([]msg, 0, total)
-	for i := range total {
-		msgs = append(msgs, msg{rec: big, md: md(t, false, R(uint64(i), uint64(i), 0))})
-	}
 	for _, tt := range []struct {
 		name     string
 		cfg      func(*source.Config)
@@ -445,26 +439,42 @@ func TestBackpressure(t *testing.T) {
 		{"unbounded control", func(c *source.Config) { c.ReadAhead = 64; c.ReadAheadBytes = 0 }, total, total},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newScriptServer(attemptScript{msgs: msgs, hang: true})
-			c := newClient(t, serve(t, srv), tt.cfg, source.Deps{})
-			s, err := c.Stream(t.Context(), "SELECT 1", fixedCursor(nil))
-			require.NoError(t, err)
-			defer s.Close()
-			next(t, s)
-			if tt.min == total {
-				require.Eventually(t, func() bool { return srv.sent.Load() == total }, 10*time.Second, 10*time.Millisecond)
-			}
-			time.Sleep(300 * time.Millisecond)
-			sent := srv.sent.Load()
-			t.Logf("sent %d of %d while the consumer held 1", sent, total)
-			assert.GreaterOrEqual(t, sent, tt.min)
-			assert.LessOrEqual(t, sent, tt.max, "the reader ran ahead of the consumer")
-			for range total - 1 {
-				next(t, s)
-			}
-			assert.Equal(t, int64(total), srv.sent.Load())
+			sentWhileHeld(t, total, 512<<10, tt.cfg, tt.min, tt.max)
 		})
 	}
+}
+
+// sentWhileHeld streams total batches of about size bytes each from a
+// server that counts what it sends, through a client configured by cfg. The
+// consumer takes one batch and stops; the test checks that the server sent
+// between min and max batches meanwhile (waiting for all of them when min is
+// total), then reads the rest and checks that every batch arrived.
+func sentWhileHeld(t *testing.T, total, size int, cfg func(*source.Config), minSent, maxSent int64) {
+	t.Helper()
+	rec := makeRecord(memory.NewGoAllocator(), 0, 1, size)
+	defer rec.Release()
+	msgs := make([]msg, 0, total)
+	for i := range total {
+		msgs = append(msgs, msg{rec: rec, md: md(t, false, R(uint64(i), uint64(i), 0))})
+	}
+	srv := newScriptServer(attemptScript{msgs: msgs, hang: true})
+	c := newClient(t, serve(t, srv), cfg, source.Deps{})
+	s, err := c.Stream(t.Context(), "SELECT 1", fixedCursor(nil))
+	require.NoError(t, err)
+	defer s.Close()
+	next(t, s)
+	if minSent == int64(total) {
+		require.Eventually(t, func() bool { return srv.sent.Load() == int64(total) }, 10*time.Second, 10*time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	sent := srv.sent.Load()
+	t.Logf("sent %d of %d while the consumer held 1", sent, total)
+	assert.GreaterOrEqual(t, sent, minSent)
+	assert.LessOrEqual(t, sent, maxSent, "the reader ran ahead of the consumer")
+	for range total - 1 {
+		next(t, s)
+	}
+	assert.Equal(t, int64(total), srv.sent.Load())
 }
 
 func TestCompleteWithRowsYieldsDataThenWatermark(t *testing.T) {
@@ -720,12 +730,6 @@ func TestRetryHookWithoutMarker(t *testing.T) {
 // the reader, and a 4 MiB one lets about 4 MiB more.
 func TestReceiveWindow(t *testing.T) {
 	const total = 100 // batches of ~64 KiB
-	rec := makeRecord(memory.NewGoAllocator(), 0, 1, 64<<10)
-	defer rec.Release()
-	msgs := make([]msg, 0, total)
-	for i := range total {
-		msgs = append(msgs, msg{rec: rec, md: md(t, false, R(uint64(i), uint64(i), 0))})
-	}
 	for _, tt := range []struct {
 		name     string
 		window   int32
@@ -735,22 +739,9 @@ func TestReceiveWindow(t *testing.T) {
 		{"4 MiB", 4 << 20, 48, 80},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newScriptServer(attemptScript{msgs: msgs, hang: true})
-			c := newClient(t, serve(t, srv), func(c *source.Config) {
+			sentWhileHeld(t, total, 64<<10, func(c *source.Config) {
 				c.ReadAhead, c.ReadAheadBytes, c.ReceiveWindow, c.ReceiveWindowStreams = 1, 0, tt.window, 1
-			}, source.Deps{})
-			s, err := c.Stream(t.Context(), "SELECT 1", fixedCursor(nil))
-			require.NoError(t, err)
-			defer s.Close()
-			next(t, s)
-			time.Sleep(300 * time.Millisecond)
-			sent := srv.sent.Load()
-			t.Logf("sent %d of %d while the consumer held 1", sent, total)
-			assert.GreaterOrEqual(t, sent, tt.min)
-			assert.LessOrEqual(t, sent, tt.max)
-			for range total - 1 {
-				next(t, s)
-			}
+			}, tt.min, tt.max)
 		})
 	}
 }

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -97,8 +98,8 @@ func (c *SlabCache) admit(ctx context.Context, n int64, flush func(context.Conte
 			return nil
 		case <-ctx.Done():
 			c.mu.Lock()
-			if i := slicesIndex(c.waiters, w); i >= 0 {
-				c.waiters = append(c.waiters[:i], c.waiters[i+1:]...)
+			if i := slices.Index(c.waiters, w); i >= 0 {
+				c.waiters = slices.Delete(c.waiters, i, i+1)
 				c.wakeLocked() // the next may fit now
 				c.mu.Unlock()
 			} else {
@@ -108,16 +109,6 @@ func (c *SlabCache) admit(ctx context.Context, n int64, flush func(context.Conte
 			return ctx.Err()
 		}
 	}
-}
-
-// slicesIndex is slices.Index for waiters.
-func slicesIndex(ws []*slabWaiter, w *slabWaiter) int {
-	for i, x := range ws {
-		if x == w {
-			return i
-		}
-	}
-	return -1
 }
 
 // recharge changes a charge of old bytes to new ones.

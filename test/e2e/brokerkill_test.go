@@ -41,6 +41,7 @@ func (h endTxnHook) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _ time.
 // the transaction protocol the client and broker negotiate (version 2 on
 // Kafka 4, KIP-890) and version 1 (the client's request versions capped).
 func TestIntegrationBrokerKill9InsideEndTxn(t *testing.T) {
+	t.Parallel() // its own broker, and mostly waiting for it to restart: beside the other parallel tests, for make test's time budget
 	k := testenv.StartKafkaBroker(t)
 	for _, tc := range []struct {
 		name string

@@ -58,6 +58,23 @@ func buildBridge(t testing.TB) string {
 	return bridgetest.Build(t, *flagRace)
 }
 
+// verifierBin returns the binary that runs `bridge verify`: -e2e.bridge,
+// or one built without the race detector. Verify is the oracle here, not
+// the code under fault, and the race detector made it about 20 times
+// slower: it reads the control topic's lz4 batches, one per event, and
+// franz-go's lz4 reader allocates a 4 MiB block for each (the writer's
+// default block size), which the race detector's shadow memory pays for.
+// In TestIntegrationCluster, verify of its 6 streams took 2 minutes (one
+// stream's timed out three times under load); without it, 25 s with the
+// build, most of the rest verify's 3 s wait for Amp per stream.
+func verifierBin(t testing.TB) string {
+	t.Helper()
+	if *flagBridge != "" {
+		return buildBridge(t)
+	}
+	return bridgetest.Build(t, false)
+}
+
 // miner drives the simulated chain: a block every interval and, every
 // reorgEvery blocks, a reorg of 1..maxDepth blocks replaced by depth+1
 // new ones. It can be stopped so the bridge can catch up with a fixed head.
@@ -180,7 +197,7 @@ var (
 
 func (s *stack) verify(t testing.TB) verifyResult {
 	t.Helper()
-	return parseVerify(bridgetest.Verify(t, s.Bin, s.CfgPath, s.Stream))
+	return parseVerify(bridgetest.Verify(t, verifierBin(t), s.CfgPath, s.Stream))
 }
 
 // parseVerify reads what `bridge verify` printed.

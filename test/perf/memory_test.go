@@ -33,6 +33,7 @@ var (
 	flagMemLimit      = flag.String("perf.gomemlimit", "", "GOMEMLIMIT of the bridge in TestMemory (empty: none; the shipped files set 384MiB)")
 	flagMemTx         = flag.Int("perf.memory-tx-per-block", 300, "transactions per block of the catch-up and slope cases")
 	flagMemBfBlocks   = flag.Int("perf.memory-backfill-blocks", 1_000_000, "blocks of the backfill case")
+	flagMemSlopeBlks  = flag.Int("perf.memory-slope-blocks", 15_000, "blocks of each slope case: long enough that a run's peak is taken over dozens of collections, not the handful of a 2 s catch-up")
 	flagMemBfTx       = flag.Int("perf.memory-backfill-tx-per-block", 10, "transactions per block of the backfill case")
 	flagMemStreams    = flag.Int("perf.memory-streams", 100, "streams of the streams case")
 	flagMemStreamBlks = flag.Int("perf.memory-stream-blocks", 200, "blocks each stream of the streams case publishes")
@@ -88,7 +89,7 @@ func memCases(names string) ([]memCase, error) {
 			out = append(out, memCase{name: "catchup-3000-blocks-mb1000", blocks: 3000, txPerBlock: *flagMemTx, microbatch: 1000, streams: 1})
 		case "slope":
 			for _, mb := range []int{100, 300, 1000, 3000} {
-				out = append(out, memCase{name: fmt.Sprintf("slope-mb%d", mb), blocks: 3000, txPerBlock: *flagMemTx, microbatch: mb, streams: 1})
+				out = append(out, memCase{name: fmt.Sprintf("slope-mb%d", mb), blocks: *flagMemSlopeBlks, txPerBlock: *flagMemTx, microbatch: mb, streams: 1})
 			}
 		case "backfill":
 			out = append(out, memCase{name: fmt.Sprintf("backfill-%d-blocks-4-workers", *flagMemBfBlocks), blocks: *flagMemBfBlocks,

@@ -582,10 +582,14 @@ func (r *e2eResult) fill(ws []window) {
 			v = append(v, f(w))
 		}
 		slices.Sort(v)
-		if len(v) == 0 {
+		switch n := len(v); {
+		case n == 0:
 			return 0
+		case n%2 == 0: // the bridge's windows before and after its peers
+			return (v[n/2-1] + v[n/2]) / 2
+		default:
+			return v[n/2]
 		}
-		return v[len(v)/2]
 	}
 	for _, w := range ws {
 		r.Windows = append(r.Windows, w.rowsPerSec)
@@ -607,3 +611,35 @@ func (r *e2eResult) fill(ws []window) {
 
 // errNoResults is returned by readJSON for a missing part.
 var errNoResults = errors.New("no results")
+
+// TestFillTakesTheMedianWindow checks the figure of a contender's windows:
+// the middle one of an odd count, and the mean of the middle two of an
+// even count (the bridge's windows before and after its peers), not the
+// upper one.
+func TestFillTakesTheMedianWindow(t *testing.T) {
+	ws := func(rates ...float64) []window {
+		var out []window
+		for _, r := range rates {
+			out = append(out, window{rowsPerSec: r})
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name  string
+		rates []float64
+		want  float64
+	}{
+		{"odd", []float64{300, 100, 200}, 200},
+		{"even", []float64{400, 100, 300, 200}, 250},
+		{"one", []float64{7}, 7},
+		{"none", nil, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var r e2eResult
+			r.fill(ws(tt.rates...))
+			if r.RowsPerSec != tt.want {
+				t.Fatalf("rows/s %v of windows %v, want %v", r.RowsPerSec, tt.rates, tt.want)
+			}
+		})
+	}
+}

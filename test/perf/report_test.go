@@ -464,7 +464,7 @@ func memCaseTitle(r memResult) string {
 	case strings.HasPrefix(r.Name, "catchup-"):
 		return fmt.Sprintf("peak RSS: catch-up of %d blocks (~%d transactions each) in %d-block microbatches, SELECT *", r.Blocks, r.TxPerBlock, r.MicrobatchBlocks)
 	case strings.HasPrefix(r.Name, "slope-"):
-		return fmt.Sprintf("peak RSS: the same %d blocks in %d-block microbatches", r.Blocks, r.MicrobatchBlocks)
+		return fmt.Sprintf("peak RSS, microbatch slope: %d blocks (~%d transactions each) in %d-block microbatches, SELECT *", r.Blocks, r.TxPerBlock, r.MicrobatchBlocks)
 	case r.BackfillWorkers > 0:
 		return fmt.Sprintf("peak RSS: backfill of %d blocks (~%d transactions each), %d workers", r.Blocks, r.TxPerBlock, r.BackfillWorkers)
 	case r.Streams > 1:
@@ -749,8 +749,10 @@ func renderMarkdown(rep *report) string {
 					fresh = "a broker warmed for " + bw + " by a franz-go idempotent producer of synthetic ~620 B records into a scratch topic"
 				}
 				w("\nWindows: the bridge %d × %s after a %s warm-up on %s; each peer then %s of warm-up and the same windows on the\n"+
-					"same (warm) broker, into a fresh topic with the same partitions. Rows/s are counted from the topic's last stable offsets\n"+
-					"(read_committed); CPU from /proc of each process.\n", rep.E2E.Runs, rep.E2E.Run, rep.E2E.Warmup, fresh, rep.E2E.PeerWarmup)
+					"same (warm) broker, into a fresh topic with the same partitions; then the bridge again, resumed from its checkpoint, after\n"+
+					"%s of warm-up, for as many windows more. The bridge's figure is the median of its windows before and after its peers, so\n"+
+					"the broker's drift over the run (its JVM, its log) does not fall on one side. Rows/s are counted from the topic's last stable offsets\n"+
+					"(read_committed); CPU from /proc of each process.\n", rep.E2E.Runs, rep.E2E.Run, rep.E2E.Warmup, fresh, rep.E2E.PeerWarmup, rep.E2E.PeerWarmup)
 				w("The Python figure reproduces the Amp Python SDK Kafka loader's loop (see its method above); it is not the SDK's own code.\n\n")
 			}
 		case "latency":
