@@ -39,6 +39,9 @@ BenchmarkRecoverRedisLess/kafka/events=100000/full-read-2 	      20	 220000000 n
 	py := e2eResult{Config: "kafka/p1", Partitions: 1, Contender: "python-loader", Method: "py", RowsPerSec: 2_000, BytesPerRow: 1_200}
 	franz6 := e2eResult{Config: "kafka/p6", Partitions: 6, Contender: "franz-go-txn", Method: "franz", RowsPerSec: 800_000}
 	require.NoError(t, writeJSON(filepath.Join(dir, "e2e.json"), e2eFile{Results: []e2eResult{bridge, kcat, py, franz6}, Runs: 3, Run: "30s", Warmup: "60s"}))
+	require.NoError(t, writeJSON(filepath.Join(dir, "star.json"), e2eFile{Runs: 3, Run: "20s", Warmup: "20s", Results: []e2eResult{
+		{Config: "kfake/p1", Partitions: 1, Contender: "bridge", Method: "narrow", Broker: "kfake", RowsPerSec: 700_000, BytesPerRow: 600},
+		{Config: "kfake/p1/star", Partitions: 1, Contender: "bridge", Method: "star", Broker: "kfake", RowsPerSec: 480_000, BytesPerRow: 700}}}))
 	require.NoError(t, writeJSON(filepath.Join(dir, "latency.json"), latencyFile{Results: []latencyResult{
 		{Name: "reorg-depth-10", Samples: 100, P50Ms: 50, P99Ms: 80, Method: "r"}, {Name: "restart-kill9", Samples: 10, P50Ms: 2500, P99Ms: 4000, Method: "k"}}}))
 
@@ -56,7 +59,7 @@ BenchmarkRecoverRedisLess/kafka/events=100000/full-read-2 	      20	 220000000 n
 		{Name: "streams-100", PeakRSSMiB: 320, GoalMiB: 256, Blocks: 200, TxPerBlock: 20, Streams: 100, Broker: "kfake"}}))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "streams_cost"), 0o755))
 	require.NoError(t, writeJSON(filepath.Join(dir, "streams_cost", "streams_cost.json"), streamsCostResult{Load: "5 5 5", Broker: "kfake", Runs: []streamsCost{
-		{Streams: 100, RSSMiB: 340, IdleCPUCores: 0.06, BusySeconds: 13, FairMinMax: 0.45, Jain: 0.91},
+		{Streams: 100, RSSMiB: 340, IdleCPUCores: 0.06, BusySeconds: 13, FairMinMax: 0.45, Jain: 0.91, BusyPeakRSSMiB: 250},
 		{Streams: 1, RSSMiB: 43, IdleCPUCores: 0.001},
 		{Streams: 10, RSSMiB: 70, IdleCPUCores: 0.004, BusySeconds: 2, FairMinMax: 0.8, Jain: 0.99}}}))
 
@@ -84,6 +87,10 @@ BenchmarkRecoverRedisLess/kafka/events=100000/full-read-2 	      20	 220000000 n
 	roll := byName["longest pause in publishing of a stream during a rolling restart of 3 members / the session timeout (the bound)"]
 	assert.InDelta(t, 4.0, roll.Ratio, 1e-9, "6 s session timeout / 1.5 s pause")
 	assert.InDelta(t, 1500.0, roll.Extra["stream_s0_max_ms"], 1e-9)
+	assert.InDelta(t, 0.8, byName["SELECT * (27 columns), exactly-once, 1 partition, rows/s / issue #13 goal"].Ratio, 1e-9, "480k over the 600k goal")
+	perByte := byName["SELECT * against the 15-column query, MB/s of records (goal: at least 0.9×) / the 15-column query, same run"]
+	assert.InDelta(t, 336.0, perByte.Ours, 1e-9, "480k rows/s × 700 B")
+	assert.InDelta(t, 0.8, perByte.Ratio, 1e-9, "336 MB/s over 420")
 	_, ok := byName["end to end, exactly-once, 6 partition(s) / franz-go-txn"]
 	assert.False(t, ok, "a peer without a bridge figure on its configuration has no ratio")
 	assert.Contains(t, strings.Join(rep.Missing, ";"), "BenchmarkEncode/goavro-maps-15cols", "a missing peer is named")
@@ -105,13 +112,16 @@ BenchmarkRecoverRedisLess/kafka/events=100000/full-read-2 	      20	 220000000 n
 	assert.InDelta(t, 0.5/(100*0.059/99), cpu.Ratio, 1e-9)
 	assert.InDelta(t, 0.45, byName["fairness of 100 busy streams: the slowest stream's rate over the fastest's / perfectly fair"].Ratio, 1e-9)
 	assert.InDelta(t, 0.99, byName["fairness of 10 busy streams: Jain's index of their rates / perfectly fair"].Ours, 1e-9)
+	assert.InDelta(t, 250.0, byName["peak RSS of 100 streams in one process, through the busy phase / "].Ours, 1e-9)
+	_, ok = byName["peak RSS of 10 streams in one process, through the busy phase / "]
+	assert.False(t, ok, "a run without the figure has none")
 	_, ok = byName["fairness of 1 busy streams: Jain's index of their rates / perfectly fair"]
 	assert.False(t, ok, "one stream has no fairness")
 
 	md := renderMarkdown(rep)
 	for _, want := range []string{"| encoder hot path, 27 columns | 5,000,000 | hamba/avro v2 from Go structs | 500,000 | 10.00× |",
 		"| end to end, exactly-once, 1 partition(s) | 400,000 | kcat-idempotent | 320,000 | 1.25× |", "Not measured in this run:",
-		"reproduces the Amp Python SDK Kafka loader's loop", "## Memory", "No profile in this run.", "## Takeover", "## Cost per stream",
+		"reproduces the Amp Python SDK Kafka loader's loop", "## Memory", "## SELECT *", "No profile in this run.", "## Takeover", "## Cost per stream",
 		"| RSS per idle stream, from 1 to 100 streams | 3.00 | issue #13 goal | 4.00 | 1.33× | MiB |",
 		"| peak RSS: 100 streams in one process (200 blocks × 20 transactions each) | 320 | issue #13 goal | 256 | 0.80× | MiB peak RSS |",
 		"| kill -9 takeover, max (20 kills), against the goal | 8,000 | issue #14 goal with a 6s session timeout | 10,000 | 1.25× |",

@@ -30,6 +30,7 @@ import (
 //	encode.txt    go test -bench Encode -benchmem -cpu 1 -count N ./encode/
 //	recover.txt   go test -bench RecoverRedisLess/kafka ./internal/pipeline/
 //	e2e.json      TestThroughput -perf.json (the bridge and its peers)
+//	star.json     TestThroughput -perf.json, kfake/p1 and kfake/p1/star
 //	latency.json  TestLatency -perf.latency-json
 //	takeover.json TestTakeover -perf.takeover-json (cluster mode)
 //	memory/memory.json  TestMemory -perf.memory
@@ -316,6 +317,19 @@ func buildReport(ctx context.Context, dir, mach string, now time.Time) (*report,
 		}
 	}
 
+	// SELECT * beside the 15-column query, on kfake.
+	var star e2eFile
+	switch err := readJSON(filepath.Join(dir, "star.json"), &star); {
+	case errors.Is(err, errNoResults):
+		rep.Missing = append(rep.Missing, "star.json (SELECT * beside the 15-column query on kfake)")
+	case err != nil:
+		return nil, err
+	default:
+		for _, f := range starFigures(star) {
+			add(f)
+		}
+	}
+
 	// Latency.
 	var lat latencyFile
 	switch err := readJSON(filepath.Join(dir, "latency.json"), &lat); {
@@ -409,6 +423,44 @@ func buildReport(ctx context.Context, dir, mach string, now time.Time) (*report,
 		}
 	}
 	return rep, nil
+}
+
+// starGoalRowsPerSec is issue 13's goal for SELECT * (27 columns) on kfake.
+const starGoalRowsPerSec = 600_000
+
+// starFigures are the 27-column SELECT * on kfake beside issue #13's goal
+// (600k rows/s), and its MB/s beside the 15-column query's in the same run
+// (goal: at least 0.9×).
+func starFigures(f e2eFile) []figure {
+	var narrow, wide *e2eResult
+	for i := range f.Results {
+		r := &f.Results[i]
+		if r.Contender != "bridge" || r.Partitions != 1 || strings.Contains(r.Config, "backfill") {
+			continue
+		}
+		if strings.HasSuffix(r.Config, "/star") {
+			wide = r
+		} else {
+			narrow = r
+		}
+	}
+	if wide == nil {
+		return nil
+	}
+	method := fmt.Sprintf("%s; median of %d windows of %s after %s warm-up", wide.Method, f.Runs, f.Run, f.Warmup)
+	out := []figure{{Group: "SELECT *", Name: "SELECT * (27 columns), exactly-once, 1 partition, rows/s", Unit: "rows/s committed",
+		Ours: wide.RowsPerSec, Peer: "issue #13 goal", PeerValue: starGoalRowsPerSec, Ratio: ratio(wide.RowsPerSec, starGoalRowsPerSec),
+		Method: method, Load: strings.Join(wide.Load, ", "), Broker: wide.Broker,
+		Extra: map[string]float64{"bytes_per_row": wide.BytesPerRow, "bridge_cpu_us_per_row": wide.ClientUsPerRow}}}
+	if narrow != nil && narrow.RowsPerSec > 0 && narrow.BytesPerRow > 0 {
+		mb := func(r *e2eResult) float64 { return r.RowsPerSec * r.BytesPerRow / 1e6 }
+		out = append(out, figure{Group: "SELECT *", Name: "SELECT * against the 15-column query, MB/s of records (goal: at least 0.9×)", Unit: "MB/s",
+			Ours: mb(wide), Peer: "the 15-column query, same run", PeerValue: mb(narrow), Ratio: ratio(mb(wide), mb(narrow)),
+			Method: fmt.Sprintf("rows/s × bytes per row: SELECT * %s rows/s × %s B, the 15-column query %s rows/s × %s B", num(wide.RowsPerSec),
+				num(wide.BytesPerRow), num(narrow.RowsPerSec), num(narrow.BytesPerRow)),
+			Load: strings.Join(append(slices.Clone(wide.Load), narrow.Load...), ", "), Broker: wide.Broker})
+	}
+	return out
 }
 
 // memoryFigures are TestMemory's peaks beside issue #13's goal (256 MiB),
@@ -519,10 +571,17 @@ func streamsCostFigures(sc *streamsCostResult, missing *[]string) []figure {
 		if r.Streams < 2 {
 			continue
 		}
-		busy := fmt.Sprintf("then blocks mined for all %d streams at once, committed by all in %.1f s; each stream's rate is those rows over the time it took", r.Streams, r.BusySeconds)
+		busy := fmt.Sprintf("then blocks mined for all %d streams at once (Amp's microbatches of %d blocks), committed by all in %.1f s; "+
+			"a stream's rate is the blocks it had committed when the first stream had committed them all, over that time (until then every stream had blocks waiting)",
+			r.Streams, busyMicrobatchBlocks, r.BusySeconds)
 		out = append(out, figure{Group: "cost per stream", Name: fmt.Sprintf("fairness of %d busy streams: the slowest stream's rate over the fastest's", r.Streams),
 			Unit: "×", Ours: r.FairMinMax, Peer: "perfectly fair", PeerValue: 1, Ratio: r.FairMinMax, Method: method + "; " + busy,
 			Load: sc.Load, Broker: broker, Extra: map[string]float64{"busy_seconds": r.BusySeconds}})
+		if r.BusyPeakRSSMiB > 0 {
+			out = append(out, figure{Group: "cost per stream", Name: fmt.Sprintf("peak RSS of %d streams in one process, through the busy phase", r.Streams),
+				Unit: "MiB", Ours: r.BusyPeakRSSMiB, Method: method + "; " + busy + "; VmHWM after the busy phase",
+				Load: sc.Load, Broker: broker, Extra: map[string]float64{"busy_seconds": r.BusySeconds}})
+		}
 		out = append(out, figure{Group: "cost per stream", Name: fmt.Sprintf("fairness of %d busy streams: Jain's index of their rates", r.Streams),
 			Unit: "index (1/n to 1)", Ours: r.Jain, Peer: "perfectly fair", PeerValue: 1, Ratio: r.Jain, Method: method + "; " + busy,
 			Load: sc.Load, Broker: broker, Extra: map[string]float64{"busy_seconds": r.BusySeconds}})
@@ -689,7 +748,7 @@ func renderMarkdown(rep *report) string {
 	if len(rep.Missing) > 0 {
 		w("Not measured in this run: %s.\n\n", strings.Join(rep.Missing, "; "))
 	}
-	groups := []string{"encoder", "end to end", "latency", "takeover", "recovery", "memory", "cost per stream"}
+	groups := []string{"encoder", "end to end", "SELECT *", "latency", "takeover", "recovery", "memory", "cost per stream"}
 	for _, g := range groups {
 		var fs []figure
 		for _, f := range rep.Figures {
@@ -780,7 +839,7 @@ func renderMarkdown(rep *report) string {
 				}
 				w("\n")
 			}
-		case "memory", "cost per stream":
+		case "memory", "cost per stream", "SELECT *":
 			w("Methods:\n\n")
 			seen := map[string]bool{}
 			for _, f := range fs {

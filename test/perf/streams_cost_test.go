@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -31,7 +32,7 @@ var (
 	flagStreamCounts = flag.String("perf.stream-counts", "1,10,100", "comma-separated numbers of streams in one bridge process for TestStreamsCost")
 	flagIdle         = flag.Duration("perf.idle", 30*time.Second, "TestStreamsCost: the idle window over which CPU is measured")
 	flagStreamsKafka = flag.String("perf.streams-kafka", "", "extra lines of the bridge's kafka section in TestStreamsCost, e.g. 'batch_max_bytes: 256KiB' (-perf.gomemlimit applies too)")
-	flagBusyBlocks   = flag.Int("perf.busy-blocks", 300, "TestStreamsCost: blocks mined at once for the busy phase (fairness), at 20 tx per block; one transaction per stream, which must commit within kafka.transaction_timeout")
+	flagBusyBlocks   = flag.Int("perf.busy-blocks", 300, "TestStreamsCost: blocks mined at once for the busy phase (fairness), at 20 tx per block, sent in microbatches of 10 blocks")
 )
 
 // streamsCost is one process's figures in TestStreamsCost's JSON result.
@@ -50,13 +51,18 @@ type streamsCost struct {
 	Goroutines float64 `json:"goroutines"`
 	Threads    float64 `json:"threads"`
 	// BusySeconds is how long all streams took to commit the blocks of the
-	// busy phase; FairMinMax is the smallest over the largest per-stream
-	// rate (the same rows over the time each stream took to commit them),
-	// Jain Jain's fairness index of the rates (1 is perfectly fair, 1/n is
-	// one stream at a time).
+	// busy phase. FairMinMax is the smallest over the largest per-stream
+	// rate, Jain Jain's fairness index of the rates (1 is perfectly fair,
+	// 1/n is one stream at a time): a stream's rate is the blocks it had
+	// committed when the first stream had committed all of them, over that
+	// time. Until then every stream had blocks waiting, so the rates are
+	// how the bridge shared itself among busy streams.
 	BusySeconds float64 `json:"busy_seconds"`
 	FairMinMax  float64 `json:"fair_min_max"`
 	Jain        float64 `json:"jain"`
+	// BusyPeakRSSMiB is the process's peak RSS (VmHWM) after the busy
+	// phase: what a memory limit must hold for these streams at work.
+	BusyPeakRSSMiB float64 `json:"busy_peak_rss_mib,omitempty"`
 }
 
 // streamsCostResult is the JSON TestStreamsCost writes to
@@ -108,8 +114,8 @@ func TestStreamsCost(t *testing.T) {
 	for _, n := range counts {
 		t.Run(fmt.Sprintf("streams_%d", n), func(t *testing.T) {
 			c := runStreamsCost(t, e, n)
-			t.Logf("%d streams: ready in %.1f s; RSS %.1f MiB (peak %.1f); idle CPU %.2f%% of a core; %0.f goroutines, %.0f threads; busy: %d blocks each in %.1f s, fairness min/max %.2f, Jain %.3f",
-				n, c.StartSeconds, c.RSSMiB, c.PeakRSSMiB, 100*c.IdleCPUCores, c.Goroutines, c.Threads, *flagBusyBlocks, c.BusySeconds, c.FairMinMax, c.Jain)
+			t.Logf("%d streams: ready in %.1f s; RSS %.1f MiB (peak %.1f); idle CPU %.2f%% of a core; %0.f goroutines, %.0f threads; busy: %d blocks each in %.1f s, peak RSS %.1f MiB, fairness min/max %.2f, Jain %.3f",
+				n, c.StartSeconds, c.RSSMiB, c.PeakRSSMiB, 100*c.IdleCPUCores, c.Goroutines, c.Threads, *flagBusyBlocks, c.BusySeconds, c.BusyPeakRSSMiB, c.FairMinMax, c.Jain)
 			res.Runs = append(res.Runs, c)
 		})
 	}
@@ -130,12 +136,18 @@ func TestStreamsCost(t *testing.T) {
 	t.Logf("result: %s", path)
 }
 
+// busyMicrobatchBlocks is the simulator's microbatch in TestStreamsCost.
+const busyMicrobatchBlocks = 10
+
 func runStreamsCost(t *testing.T, e *env, n int) streamsCost {
 	dir := filepath.Join(e.out, fmt.Sprintf("streams_%d", n))
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	const txPerBlock = 20
 	sim, err := ampsim.New(ampsim.Config{
 		NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 50, TxPerBlock: txPerBlock, LogsPerTx: -1},
+		// Microbatches of 10 blocks: a stream's progress through the busy
+		// phase shows in its committed block, transaction by transaction.
+		MaxMicrobatchBlocks: busyMicrobatchBlocks,
 	})
 	require.NoError(t, err)
 	require.NoError(t, sim.Start(t.Context()))
@@ -190,12 +202,14 @@ streams:
 	ctx := t.Context()
 
 	// caughtUp waits until every stream's committed_block is at least
-	// head and returns, per stream, when it got there.
-	caughtUp := func(head uint64, limit time.Duration) map[string]time.Duration {
+	// head and returns, per stream, when it got there, and every stream's
+	// committed block when the first got there.
+	caughtUp := func(head uint64, limit time.Duration) (map[string]time.Duration, map[string]float64) {
 		t.Helper()
 		t0 := time.Now()
 		deadline := t0.Add(limit)
 		at := map[string]time.Duration{}
+		var first map[string]float64
 		for {
 			require.False(t, proc.Exited(), "bridge exited (%v); log tail:\n%s", proc.Err(), testenv.Tail(logPath, 40))
 			if time.Now().After(deadline) {
@@ -221,8 +235,11 @@ streams:
 						at[id] = time.Since(t0)
 					}
 				}
+				if first == nil && len(at) > 0 {
+					first = maps.Clone(ms["amp_bridge_committed_block"])
+				}
 				if len(at) == n {
-					return at
+					return at, first
 				}
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -230,6 +247,7 @@ streams:
 	}
 	head, _ := sim.Head()
 	caughtUp(head, 5*time.Minute)
+	from := head
 	c := streamsCost{Streams: n, StartSeconds: time.Since(start).Seconds()}
 
 	// Idle: let the start-up garbage be collected, then measure.
@@ -250,17 +268,24 @@ streams:
 		t.Logf("heap profile: %v", err)
 	}
 
-	// Busy: every stream gets the same new blocks at once; each stream's
-	// rate is those rows over the time it took to commit them.
+	// Busy: every stream gets the same new blocks at once. A stream's rate
+	// is what it committed while every stream still had blocks waiting:
+	// until the first stream had committed them all.
 	sim.Mine(*flagBusyBlocks)
 	head, _ = sim.Head()
-	at := caughtUp(head, 10*time.Minute)
-	var rates []float64
+	at, first := caughtUp(head, 10*time.Minute)
+	firstAt := time.Duration(math.MaxInt64)
 	for _, d := range at {
-		rates = append(rates, 1/d.Seconds())
 		c.BusySeconds = max(c.BusySeconds, d.Seconds())
+		firstAt = min(firstAt, d)
+	}
+	var rates []float64
+	for i := range n {
+		b := first[fmt.Sprintf("s%03d", i)] // 0: none committed yet
+		rates = append(rates, max(0, b-float64(from))/firstAt.Seconds())
 	}
 	c.FairMinMax, c.Jain = fairness(rates)
+	c.BusyPeakRSSMiB = procStatusMiB(pid, "VmHWM:")
 	require.Zero(t, proc.Term(60*time.Second), "bridge exit code; log tail:\n%s", testenv.Tail(logPath, 20))
 	return c
 }
