@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -94,6 +95,11 @@ func (b *Batch) Key(i int) []byte { r := b.recs[i]; return b.buf[r.ks:r.ke:r.ke]
 
 // Size returns the bytes used in the arena.
 func (b *Batch) Size() int { return len(b.buf) }
+
+// Mem returns the bytes the batch holds in memory: the capacity of its
+// arena and of its record table, which Reset keeps for reuse and which
+// can be up to twice what Size counts.
+func (b *Batch) Mem() int { return cap(b.buf) + cap(b.recs)*int(unsafe.Sizeof(recSpan{})) }
 
 // Reset empties the batch and keeps its memory for reuse.
 func (b *Batch) Reset() { b.buf, b.recs = b.buf[:0], b.recs[:0] }

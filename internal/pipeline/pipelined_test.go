@@ -231,13 +231,8 @@ func TestProduceGivesBackUnproducedRecords(t *testing.T) {
 func TestSlabPoolKeepsWhatWasInFlight(t *testing.T) {
 	f := newPipeFixture(t)
 	assert.Equal(t, sink.DefaultConfig().MaxBufferedBytes, f.r.slabs.cache().maxFree, "the stream's cache keeps up to kafka.max_buffered_bytes")
-	one := f.batch(t, "size").slab
-	size := one.out.Size()
-	one.done()
-	require.Positive(t, size)
-
 	p := &slabPool{}
-	p.shared.Store(&SlabCache{maxFree: 40 * size})
+	p.shared.Store(&SlabCache{})
 	var out []*slab
 	for range 48 { // 48 batches in flight
 		s := p.get()
@@ -247,6 +242,14 @@ func TestSlabPoolKeepsWhatWasInFlight(t *testing.T) {
 		s.done()
 		out = append(out, s)
 	}
+	// What the pool counts is the memory a slab holds (its capacity):
+	// room for the first 40 to come back.
+	keep := 0
+	for _, s := range out[:40] {
+		require.Positive(t, s.out.Mem())
+		keep += s.out.Mem()
+	}
+	p.cache().maxFree = keep
 	for _, s := range out { // the commit's flush: every record acknowledged
 		s.Release()
 	}
@@ -260,4 +263,22 @@ func TestSlabPoolKeepsWhatWasInFlight(t *testing.T) {
 		s.done()
 	}
 	assert.Equal(t, 40, reused, "the next transaction's slabs are the kept ones")
+}
+
+// TestSlabChargedItsMemory checks that an encoded slab is charged the
+// memory it holds (its capacity), not only the bytes its records use: the
+// bound on the slabs out is a bound on memory.
+func TestSlabChargedItsMemory(t *testing.T) {
+	f := newPipeFixture(t)
+	p := &slabPool{}
+	p.shared.Store(NewSlabCache(1 << 20))
+	s := p.get()
+	require.NoError(t, f.enc.Encode(f.rec, encode.BatchMeta{Op: encode.OpCreate, BatchID: "mem",
+		Ranges: []reorg.BlockRange{{Network: "eth", Start: 1, End: 1}}}, &s.out))
+	p.encoded(s)
+	require.Greater(t, s.out.Mem(), s.out.Size(), "the arena has room to spare (else this test checks nothing)")
+	assert.Equal(t, int64(s.out.Mem()), p.cache().out, "charged its memory")
+	assert.Equal(t, int64(s.out.Mem()), p.estimate(), "the next slab's estimate")
+	s.done()
+	assert.Zero(t, p.cache().out)
 }

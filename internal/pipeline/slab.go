@@ -150,8 +150,8 @@ type slabPool struct {
 	maxFree int
 	// live counts the slabs taken and not yet back (tests, leak checks).
 	live atomic.Int64
-	// last is the size of the pool's last encoded slab: what the next one
-	// is charged until it is encoded.
+	// last is the memory of the pool's last encoded slab: what the next
+	// one is charged until it is encoded.
 	last atomic.Int64
 }
 
@@ -165,7 +165,7 @@ type slab struct {
 	// refs is the records not yet released plus one for the caller while
 	// it produces.
 	refs atomic.Int64
-	// size is what out held when the slab came back (its memory).
+	// size is the memory out held when the slab came back (Mem).
 	size int
 	// charged is what the slab is charged in its cache's slabs out.
 	charged int64
@@ -199,9 +199,10 @@ func (p *slabPool) take(ctx context.Context, flush func(context.Context) error) 
 	return p.getCharged(n), nil
 }
 
-// encoded charges s its encoded size instead of its estimate.
+// encoded charges s the memory it holds once encoded (its capacity, not
+// only the bytes used) instead of its estimate.
 func (p *slabPool) encoded(s *slab) {
-	n := int64(s.out.Size())
+	n := int64(s.out.Mem())
 	p.last.Store(n)
 	p.cache().recharge(s.charged, n)
 	s.charged = n
@@ -271,7 +272,7 @@ func (s *slab) unref(k int64) {
 		panic("pipeline: a slab was released more often than its records were handed out")
 	}
 	p := s.pool
-	s.size = s.out.Size()
+	s.size = s.out.Mem()
 	s.out.Reset()
 	p.live.Add(-1)
 	c := p.cache()

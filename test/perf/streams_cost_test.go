@@ -204,14 +204,23 @@ streams:
 	// caughtUp waits until every stream's committed_block is at least
 	// head and returns, per stream, when it got there, and every stream's
 	// committed block when the first got there.
-	caughtUp := func(head uint64, limit time.Duration) (map[string]time.Duration, map[string]float64) {
+	// With heapAt, a heap profile is saved there at every new peak of RSS
+	// (25% above the last profiled one).
+	caughtUp := func(head uint64, limit time.Duration, heapAt string) (map[string]time.Duration, map[string]float64) {
 		t.Helper()
 		t0 := time.Now()
 		deadline := t0.Add(limit)
 		at := map[string]time.Duration{}
 		var first map[string]float64
+		profiled := 0.0
 		for {
 			require.False(t, proc.Exited(), "bridge exited (%v); log tail:\n%s", proc.Err(), testenv.Tail(logPath, 40))
+			if rss := procStatusMiB(pid, "VmRSS:"); heapAt != "" && rss > max(128, profiled*1.25) {
+				profiled = rss
+				if err := saveURL(ctx, "http://"+httpAddr+"/debug/pprof/heap", heapAt); err != nil {
+					t.Logf("heap profile: %v", err)
+				}
+			}
 			if time.Now().After(deadline) {
 				ms, _ := scrapeByStream(ctx, metrics)
 				var behind []string
@@ -246,7 +255,7 @@ streams:
 		}
 	}
 	head, _ := sim.Head()
-	caughtUp(head, 5*time.Minute)
+	caughtUp(head, 5*time.Minute, "")
 	from := head
 	c := streamsCost{Streams: n, StartSeconds: time.Since(start).Seconds()}
 
@@ -273,7 +282,7 @@ streams:
 	// until the first stream had committed them all.
 	sim.Mine(*flagBusyBlocks)
 	head, _ = sim.Head()
-	at, first := caughtUp(head, 10*time.Minute)
+	at, first := caughtUp(head, 10*time.Minute, filepath.Join(dir, "heap-busy.pprof"))
 	firstAt := time.Duration(math.MaxInt64)
 	for _, d := range at {
 		c.BusySeconds = max(c.BusySeconds, d.Seconds())
