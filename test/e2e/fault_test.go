@@ -67,6 +67,7 @@ func TestIntegrationFaultSIGKILL(t *testing.T) {
 // port while the bridge holds connections, so there is no broker or Redis
 // restart; the FLUSHALL stays. Conformance: amp-protocol.md §8 F2, as above.
 func TestIntegrationFaultFakes(t *testing.T) {
+	t.Parallel() // in-process stand-ins, nothing shared: beside the other parallel tests, for make test's time budget
 	python := testenv.Python(t)
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1),
 		kfake.BrokerConfigs(map[string]string{"transaction.max.timeout.ms": "900000"}))
