@@ -296,6 +296,10 @@ func NewProducer(ctx context.Context, cfg Config, id string, deps Deps) (*Produc
 				kprom.Registerer(lenientRegisterer{Registerer: deps.Registerer, log: p.log}),
 				kprom.Subsystem("kafka"),
 				kprom.WithStaticLabel(prometheus.Labels{"stream": p.label}),
+				// Batches and records beside the bytes: records per batch
+				// (produce_records_total / produce_batches_total) is what
+				// linger and batch_max_bytes are tuned by.
+				kprom.FetchAndProduceDetail(kprom.ByNode, kprom.ByTopic, kprom.UncompressedBytes, kprom.Batches, kprom.Records),
 			)))
 		}
 	}

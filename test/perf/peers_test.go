@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -300,9 +301,17 @@ func TestPeerProducer(t *testing.T) {
 	if mode == "txn" {
 		opts = append(opts, kgo.TransactionalID(fmt.Sprintf("perf-franz-%d", os.Getpid())))
 	}
+	var batches batchCounter
+	opts = append(opts, kgo.WithHooks(&batches))
 	cl, err := kgo.NewClient(opts...)
 	require.NoError(t, err)
 	defer cl.Close()
+	defer func() {
+		// For the log: what the broker got per batch, beside the bridge's
+		// records per produce batch.
+		b, r := batches.batches.Load(), batches.records.Load()
+		t.Logf("franz-go %s: %d produce batches, %.0f records per batch", mode, b, float64(r)/float64(max(b, 1)))
+	}()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	var failed error
@@ -339,6 +348,15 @@ func TestPeerProducer(t *testing.T) {
 		require.NoError(t, cl.EndTransaction(ctx, kgo.TryCommit))
 	}
 	require.NoError(t, failed)
+}
+
+// batchCounter counts the batches a franz-go client produced and their
+// records (kgo.HookProduceBatchWritten).
+type batchCounter struct{ batches, records atomic.Int64 }
+
+func (c *batchCounter) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
+	c.batches.Add(1)
+	c.records.Add(int64(m.NumRecords))
 }
 
 // peerProc is a running peer.

@@ -98,6 +98,8 @@ type sample struct {
 	wireBytes  float64 // amp_bridge_kafka_produce_bytes_total (stream producer)
 	written    float64 // amp_bridge_records_written_total
 	txnCommits float64 // amp_bridge_txn_commits_total
+	batches    float64 // amp_bridge_kafka_produce_batches_total
+	batchRecs  float64 // amp_bridge_kafka_produce_records_total
 }
 
 // window is one measured window.
@@ -112,6 +114,7 @@ type window struct {
 	bytesPerRow                    float64
 	txns                           float64
 	written                        float64 // records the stream's producer reported written (cross-check)
+	recsPerBatch                   float64 // records per produce batch (franz-go's)
 	rssMiB                         float64 // peak RSS of the bridge so far
 	load                           string
 }
@@ -383,8 +386,8 @@ streams:
 			}
 			w.rssMiB = rssMiB(bridgePID)
 			ws = append(ws, w)
-			t.Logf("%s run %d%s: %.0f rows/s, %.1f MB/s (%.0f B/row), %d rows (producer: %.0f records written), %.0f txns; CPU cores: bridge %.2f, broker %.2f, simulator %.2f; CPU µs/row: bridge %.2f, broker %.2f, simulator %.2f; bridge peak RSS %.0f MiB; load %s",
-				c.name, i+1, label, w.rowsPerSec, w.mbPerSec, w.bytesPerRow, w.rows, w.written, w.txns, w.bridgeCores, w.brokerCores, w.simCores,
+			t.Logf("%s run %d%s: %.0f rows/s, %.1f MB/s (%.0f B/row), %d rows (producer: %.0f records written), %.0f txns, %.0f records per produce batch; CPU cores: bridge %.2f, broker %.2f, simulator %.2f; CPU µs/row: bridge %.2f, broker %.2f, simulator %.2f; bridge peak RSS %.0f MiB; load %s",
+				c.name, i+1, label, w.rowsPerSec, w.mbPerSec, w.bytesPerRow, w.rows, w.written, w.txns, w.recsPerBatch, w.bridgeCores, w.brokerCores, w.simCores,
 				w.bridgeUsPerRow, w.brokerUsPerRow, w.simUsPerRow, w.rssMiB, w.load)
 			if prof != nil {
 				if err := <-prof; err != nil {
@@ -591,6 +594,8 @@ func (m *meter) sample(ctx context.Context) (sample, error) {
 	s.wireBytes = ms["amp_bridge_kafka_produce_bytes_total"]
 	s.written = ms["amp_bridge_records_written_total"]
 	s.txnCommits = ms["amp_bridge_txn_commits_total"]
+	s.batches = ms["amp_bridge_kafka_produce_batches_total"]
+	s.batchRecs = ms["amp_bridge_kafka_produce_records_total"]
 	return s, nil
 }
 
@@ -599,6 +604,9 @@ func measure(a, b sample) window {
 	w.rowsPerSec = float64(w.rows) / w.dur
 	if dw := b.written - a.written; dw > 0 {
 		w.bytesPerRow = (b.wireBytes - a.wireBytes) / dw
+	}
+	if db := b.batches - a.batches; db > 0 {
+		w.recsPerBatch = (b.batchRecs - a.batchRecs) / db
 	}
 	w.mbPerSec = w.rowsPerSec * w.bytesPerRow / 1e6
 	w.bridgeCores = (b.bridgeCPU - a.bridgeCPU) / w.dur
