@@ -83,6 +83,9 @@ type Server struct {
 	hiddenMu sync.RWMutex
 	hidden   map[string]bool
 
+	// bodies are the body buffers of sent messages (serverCodec).
+	bodies growPool
+
 	lis       net.Listener
 	grpc      *grpc.Server
 	stop      chan struct{}
@@ -131,7 +134,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("ampsim: listening on %s: %w", s.cfg.Addr, err)
 	}
 	s.lis = &trackingListener{Listener: lis, s: s}
-	opts := []grpc.ServerOption{grpc.WaitForHandlers(true)}
+	opts := []grpc.ServerOption{grpc.WaitForHandlers(true), serverCodecOption()}
 	if s.cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cfg.TLS)))
 	}

@@ -1,7 +1,6 @@
 package ampsim
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,7 +34,6 @@ type streamWriter struct {
 	fault  *Fault
 	empty  arrow.RecordBatch
 	closed bool // drop payloads written by Close
-	body   bytes.Buffer
 }
 
 func (s *Server) newStreamWriter(stream flight.FlightService_DoGetServer, schema *arrow.Schema) *streamWriter {
@@ -68,7 +66,7 @@ func (w *streamWriter) writePayload(p ipc.Payload) error {
 	msg := ipc.NewMessage(meta, memory.NewBufferBytes(nil))
 	typ := msg.Type()
 	msg.Release()
-	fd := &flight.FlightData{DataHeader: meta.Bytes()}
+	out := &flightOut{header: meta.Bytes(), pool: &w.s.bodies}
 	switch typ {
 	case ipc.MessageSchema:
 		if w.sent {
@@ -76,18 +74,18 @@ func (w *streamWriter) writePayload(p ipc.Payload) error {
 		}
 		w.sent = true
 	case ipc.MessageRecordBatch:
-		fd.AppMetadata = w.meta
+		out.appMetadata = w.meta
 	case ipc.MessageNone, ipc.MessageDictionaryBatch, ipc.MessageTensor, ipc.MessageSparseTensor:
 		// Sent as they are, without app_metadata.
 	}
-	// Send encodes the message before it returns, so the body buffer can be
-	// reused for the next payload.
-	w.body.Reset()
-	if err := p.SerializeBody(&w.body); err != nil {
+	// The body goes out in a buffer of its own (serverCodec), which gRPC
+	// returns to the pool once it has written it.
+	out.body = w.s.bodies.Get(0)
+	if err := p.SerializeBody(&bodyWriter{buf: out.body}); err != nil {
+		w.s.bodies.Put(out.body)
 		return fmt.Errorf("serializing body: %w", err)
 	}
-	fd.DataBody = w.body.Bytes()
-	return w.stream.Send(fd)
+	return w.stream.SendMsg(out)
 }
 
 // sendSchema sends the schema message now (at the first microbatch start).
