@@ -152,7 +152,7 @@ bench-go:
 # make bench: the parts go to BENCH_OUT (a part that fails does not stop the others; make
 # bench fails at the end naming it), then TestBenchReport writes BENCHMARKS.md and
 # BENCHMARKS.json at the repository root. Each part records the load average. The
-# end-to-end part warms the broker (a franz-go producer, 45 s), then runs the bridge and then its peers (kcat idempotent and default,
+# end-to-end part warms the broker (a franz-go transactional producer, 45 s; the broker's log is on tmpfs, see test/perf -perf.broker-log-dir), then runs the bridge and then its peers (kcat idempotent and default,
 # franz-go idempotent and transactional, the Python loader's loop) on one fresh broker
 # per partition count, then the bridge again (resumed, 15 s + 3 × 30 s) so that its figure, the
 # median of its 6 windows, is not only the broker's first; its defaults (60 s warm-up, 3 × 30 s

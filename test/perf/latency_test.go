@@ -103,7 +103,7 @@ func TestLatency(t *testing.T) {
 	reg := httptest.NewServer(srfake.NewRegistry().Handler())
 	t.Cleanup(reg.Close)
 	br := startKafka(t, dir)
-	brokerName := "Apache Kafka " + kafkaVersion() + " (single KRaft broker, testenv)"
+	brokerName := kafkaBrokerName()
 	name := fmt.Sprintf("lat-%d", time.Now().UnixNano()%1_000_000)
 	topic := name + ".transactions"
 	cl, err := kgo.NewClient(kgo.SeedBrokers(br.addr))

@@ -383,7 +383,7 @@ func buildReport(ctx context.Context, dir, mach string, now time.Time) (*report,
 				Ours: o["ns/op"] / 1e6, Peer: "reading the whole control topic (the old way)", PeerValue: p["ns/op"] / 1e6, Ratio: p["ns/op"] / o["ns/op"],
 				Method: "internal/pipeline BenchmarkRecoverRedisLess/kafka: offsets.Control.NewestState from the start of the log, four interleaved streams, " +
 					"128 retained batches each, a full checkpoint copy every 64th event",
-				Load: load, Broker: "Apache Kafka " + kafkaVersion() + " (single KRaft broker, testenv)",
+				Load: load, Broker: "Apache Kafka " + kafkaVersion() + " (single KRaft broker, testenv, log on disk)",
 				Extra: map[string]float64{"records_read": o["records_read/op"], "peak_rss_delta_bytes": o["peak_rss_delta_bytes"],
 					"full_read_peak_rss_delta_bytes": p["peak_rss_delta_bytes"]}})
 		} else {
@@ -805,10 +805,10 @@ func renderMarkdown(rep *report) string {
 				}
 				fresh := "a fresh broker"
 				if bw := rep.E2E.BrokerWarmup; bw != "" && bw != "0s" {
-					fresh = "a broker warmed for " + bw + " by a franz-go idempotent producer of synthetic ~620 B records into a scratch topic"
+					fresh = "a broker warmed for " + bw + " by a franz-go transactional producer of synthetic ~620 B records into a scratch topic, deleted after"
 				}
 				w("\nWindows: the bridge %d × %s after a %s warm-up on %s; each peer then %s of warm-up and the same windows on the\n"+
-					"same (warm) broker, into a fresh topic with the same partitions; then the bridge again, resumed from its checkpoint, after\n"+
+					"same (warm) broker, into a fresh topic with the same partitions, deleted after its windows; then the bridge again, resumed from its checkpoint, after\n"+
 					"%s of warm-up, for as many windows more. The bridge's figure is the median of its windows before and after its peers, so\n"+
 					"the broker's drift over the run (its JVM, its log) does not fall on one side. Rows/s are counted from the topic's last stable offsets\n"+
 					"(read_committed); CPU from /proc of each process.\n", rep.E2E.Runs, rep.E2E.Run, rep.E2E.Warmup, fresh, rep.E2E.PeerWarmup, rep.E2E.PeerWarmup)

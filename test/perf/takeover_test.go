@@ -152,7 +152,7 @@ func TestTakeover(t *testing.T) {
 		peerKills = *flagTakeoverKills
 	}
 	out := runTakeover(t, takeoverSetup{brokers: br.addr, redis: rs.Addr(), registry: reg.URL,
-		broker: "Apache Kafka " + kafkaVersion() + " (single KRaft broker, testenv)", dir: dir, bin: bin,
+		broker: kafkaBrokerName(), dir: dir, bin: bin,
 		members: *flagTakeoverMembers, streams: *flagTakeoverStreams, kills: *flagTakeoverKills, peerKills: peerKills,
 		session: *flagTakeoverSession, heartbeat: *flagTakeoverHeartbeat})
 	if *flagTakeoverJSON != "" {

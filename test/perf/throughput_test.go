@@ -255,7 +255,7 @@ func runConfig(t *testing.T, e *env, c perfConfig) []window {
 	br := startBroker(t, e, c, dir)
 	e.brokerName = "kfake (devstack kfake -blackhole, its own process)"
 	if c.broker == "kafka" {
-		e.brokerName = "Apache Kafka " + kafkaVersion() + " (single KRaft broker, testenv)"
+		e.brokerName = kafkaBrokerName()
 		if *flagBrokerWarm > 0 {
 			warmBroker(t, br, c.partitions, dir, *flagBrokerWarm)
 		}
@@ -269,10 +269,9 @@ func runConfig(t *testing.T, e *env, c perfConfig) []window {
 	adm := kadm.NewClient(cl)
 	configs := map[string]*string{"cleanup.policy": new("delete")}
 	if c.broker == "kafka" {
-		// Keep the disk bounded: a run writes tens of GB (the broker checks
+		// Keep the log bounded: a run writes tens of GB (the broker checks
 		// retention every 5 s, see startKafka).
-		configs["retention.bytes"] = new(strconv.Itoa(512 << 20))
-		configs["segment.bytes"] = new(strconv.Itoa(128 << 20))
+		configs = topicConfig(c.partitions)
 	}
 	_, err = adm.CreateTopic(t.Context(), int32(c.partitions), 1, configs, topic)
 	require.NoError(t, err)
@@ -354,7 +353,7 @@ streams:
 			end := time.Now().Add(d)
 			for time.Now().Before(end) {
 				require.False(t, proc.Exited(), "bridge exited (%v); log tail:\n%s", proc.Err(), testenv.Tail(logPath, 40))
-				require.GreaterOrEqual(t, freeDisk(dir), uint64(10<<30), "less than 10 GiB of disk left: stopping so the box keeps working")
+				checkSpace(t, dir)
 				if off, err := m.offsets(ctx); err == nil {
 					published.Store(off)
 				}
@@ -661,6 +660,17 @@ func cpuSeconds(pid string) (float64, error) {
 		return 0, fmt.Errorf("parsing /proc/%s/stat: %q", pid, s)
 	}
 	return (ut + st) / 100, nil
+}
+
+// checkSpace stops the test when the disk of dir has less than 10 GiB left,
+// or the broker's log directory (tmpfs: memory) less than 2 GiB, so that
+// the box keeps working.
+func checkSpace(t *testing.T, dir string) {
+	t.Helper()
+	require.GreaterOrEqual(t, freeDisk(dir), uint64(10<<30), "less than 10 GiB of disk left: stopping so the box keeps working")
+	if *flagBrokerLogDir != "" {
+		require.GreaterOrEqual(t, freeDisk(*flagBrokerLogDir), uint64(2<<30), "less than 2 GiB left in -perf.broker-log-dir %s: stopping so the box keeps working", *flagBrokerLogDir)
+	}
 }
 
 // freeDisk returns the bytes available in the file system of dir (max if
