@@ -7,8 +7,9 @@ import (
 )
 
 // TestRecvPoolSizes checks that recvPool hands out buffers of the asked
-// length, frame-sized ones with the frame capacity (so that Put keeps
-// them), and takes back what it handed out.
+// length, and those up to a frame with the frame capacity, the one Put
+// keeps (whether sync.Pool then hands a kept buffer back is its own
+// choice, so that reuse is not asserted).
 func TestRecvPoolSizes(t *testing.T) {
 	var p recvPool
 	for _, n := range []int{0, 1, 1024, frameBufferSize, frameBufferSize + 1, 4 << 20} {
@@ -22,7 +23,8 @@ func TestRecvPoolSizes(t *testing.T) {
 		}
 		p.Put(b)
 	}
-	// A kept buffer comes back at the asked length, whatever it held.
+	// After Puts of buffers that held other bytes, Get still answers the
+	// asked length.
 	b := p.Get(10)
 	require.Len(t, *b, 10)
 }

@@ -5,18 +5,24 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
 )
 
-var flagBrokerLogDir = flag.String("perf.broker-log-dir", defaultBrokerLogDir(),
-	"parent of the Apache Kafka broker's log directory (empty: beside its other files, on disk); default /dev/shm when it is "+
-		"a writable directory, so that the kernel's writeback of the broker's files (130-260 MB/s of it in a run) does not "+
-		"take CPU from the contenders on the same cores")
+var flagBrokerLogDir = flag.String("perf.broker-log-dir", "auto",
+	"parent of the Apache Kafka broker's log directory; auto: /dev/shm when it is a writable directory, so that the kernel's "+
+		"writeback of the broker's files (130-260 MB/s of it in a run) does not take CPU from the contenders on the same cores, "+
+		"else on disk beside the broker's other files (as with an empty value)")
 
-// defaultBrokerLogDir is /dev/shm if this machine has it writable, else "".
-func defaultBrokerLogDir() string {
+// brokerLogDir resolves -perf.broker-log-dir: "" for the disk, else the
+// directory (auto: /dev/shm if this machine has it writable, probed once
+// a broker starts, not when the test binary does).
+var brokerLogDir = sync.OnceValue(func() string {
+	if *flagBrokerLogDir != "auto" {
+		return *flagBrokerLogDir
+	}
 	const shm = "/dev/shm"
 	if st, err := os.Stat(shm); err != nil || !st.IsDir() {
 		return ""
@@ -28,7 +34,7 @@ func defaultBrokerLogDir() string {
 	_ = f.Close()
 	_ = os.Remove(f.Name())
 	return shm
-}
+})
 
 // startKafka starts a private Apache Kafka broker (testenv.StartKafkaBroker:
 // single-node KRaft, replication factor 1) for one configuration, with
@@ -44,10 +50,10 @@ func startKafka(t *testing.T, dir string) broker {
 		"log.retention.check.interval.ms=5000",
 		"log.segment.delete.delay.ms=1000",
 	}
-	if *flagBrokerLogDir != "" {
-		data, err := os.MkdirTemp(*flagBrokerLogDir, "perf-kafka-")
+	if dir := brokerLogDir(); dir != "" {
+		data, err := os.MkdirTemp(dir, "perf-kafka-")
 		if err != nil {
-			t.Fatalf("creating the broker's log directory under -perf.broker-log-dir %s: %v", *flagBrokerLogDir, err)
+			t.Fatalf("creating the broker's log directory under -perf.broker-log-dir %s: %v (pass -perf.broker-log-dir '' for the disk)", dir, err)
 		}
 		t.Cleanup(func() { _ = os.RemoveAll(data) }) // after the broker's stop below
 		props = append(props, "log.dirs="+data)
@@ -78,8 +84,8 @@ func topicConfig(partitions int) map[string]*string {
 // kafkaBrokerName names the Apache Kafka broker of startKafka in reports.
 func kafkaBrokerName() string {
 	where := "log on disk"
-	if *flagBrokerLogDir != "" {
-		where = "log on tmpfs (" + *flagBrokerLogDir + ")"
+	if dir := brokerLogDir(); dir != "" {
+		where = "log under " + dir
 	}
 	return "Apache Kafka " + kafkaVersion() + " (single KRaft broker, testenv, " + where + ")"
 }

@@ -668,8 +668,8 @@ func cpuSeconds(pid string) (float64, error) {
 func checkSpace(t *testing.T, dir string) {
 	t.Helper()
 	require.GreaterOrEqual(t, freeDisk(dir), uint64(10<<30), "less than 10 GiB of disk left: stopping so the box keeps working")
-	if *flagBrokerLogDir != "" {
-		require.GreaterOrEqual(t, freeDisk(*flagBrokerLogDir), uint64(2<<30), "less than 2 GiB left in -perf.broker-log-dir %s: stopping so the box keeps working", *flagBrokerLogDir)
+	if d := brokerLogDir(); d != "" {
+		require.GreaterOrEqual(t, freeDisk(d), uint64(2<<30), "less than 2 GiB left in -perf.broker-log-dir %s: stopping so the box keeps working", d)
 	}
 }
 
