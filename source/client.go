@@ -21,7 +21,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
@@ -91,7 +90,6 @@ func New(cfg Config, deps Deps) (*Client, error) {
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cfg.MaxRecvMsgSize)),
-		experimental.WithBufferPool(&recvPool{}),
 	}
 	if w := cfg.ReceiveWindow; w > 0 {
 		// Fixed windows: gRPC then stops growing them (BDP estimation).
