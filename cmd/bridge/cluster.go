@@ -121,3 +121,4 @@ type noHealth struct{}
 
 func (noHealth) Standby(string)  {}
 func (noHealth) Starting(string) {}
+func (noHealth) Calls() []string { return nil }

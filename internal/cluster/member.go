@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -68,6 +69,9 @@ type Health interface {
 	Standby(reason string)
 	// Starting: this member took it and is connecting.
 	Starting(reason string)
+	// Calls names the stream's calls to services in flight, for a stream
+	// that does not stop when released.
+	Calls() []string
 }
 
 // Deps are what a member is built from; cmd/bridge wires them.
@@ -124,6 +128,7 @@ type Member struct {
 
 // owned is a stream the member runs.
 type owned struct {
+	id     string
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -360,9 +365,13 @@ func (m *Member) release(ids []string, bound time.Duration, why string) {
 	for _, o := range stop {
 		o.cancel()
 	}
-	if !waitAll(stop, bound) {
+	if running := waitAll(stop, bound); len(running) > 0 {
+		doing := map[string][]string{}
+		for _, o := range running {
+			doing[o.id] = m.d.Health(o.id).Calls()
+		}
 		m.log.Warn("a released stream did not stop within the bound; rejoining anyway: its new owner fences it",
-			"streams", ids, "bound", bound)
+			"streams", slices.Sorted(maps.Keys(doing)), "bound", bound, "in_flight", doing)
 	}
 	for _, id := range ids {
 		m.d.Health(id).Standby(m.standbyReason())
@@ -386,23 +395,25 @@ func (m *Member) stopAll(bound time.Duration) {
 	}
 }
 
-func waitAll(os []*owned, bound time.Duration) bool {
+// waitAll waits up to bound for every stream of os to stop, and returns
+// those still running then.
+func waitAll(os []*owned, bound time.Duration) []*owned {
 	t := time.NewTimer(bound)
 	defer t.Stop()
-	for _, o := range os {
+	for i, o := range os {
 		select {
 		case <-o.done:
 		case <-t.C:
-			return false
+			return slices.DeleteFunc(slices.Clone(os[i:]), (*owned).ended)
 		}
 	}
-	return true
+	return nil
 }
 
 // startLocked runs stream id until the member releases it.
 func (m *Member) startLocked(id string) {
 	ctx, cancel := m.streamCtx()
-	o := &owned{cancel: cancel, done: make(chan struct{})}
+	o := &owned{id: id, cancel: cancel, done: make(chan struct{})}
 	m.owned[id] = o
 	m.m.owned.WithLabelValues(id).Set(1)
 	m.d.Health(id).Starting("this member took it over")

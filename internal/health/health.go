@@ -238,6 +238,24 @@ func (s *Stream) Track(what string) (done func()) {
 	}
 }
 
+// Calls names the stream's calls in flight, the longest-running first,
+// each with how long it has run ("kafka: flushing for 2.1s"); nil when
+// none is. Unlike Report's Stuck it includes calls younger than
+// ReadyAfter: it says what a stream is doing right now.
+func (s *Stream) Calls() []string {
+	t := s.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	calls := slices.Collect(maps.Values(t.streams[s.id].calls))
+	slices.SortFunc(calls, func(a, b call) int { return a.since.Compare(b.since) })
+	var out []string
+	for _, c := range calls {
+		out = append(out, fmt.Sprintf("%s for %s", c.what, now.Sub(c.since).Round(time.Millisecond)))
+	}
+	return out
+}
+
 // StreamReport is one stream's health.
 type StreamReport struct {
 	// State is the stream's reported state; Ready also requires no call in

@@ -110,6 +110,24 @@ func TestReadinessNamesTheInnermostCall(t *testing.T) {
 	})
 }
 
+// TestCalls: Calls names every call in flight, oldest first, however young.
+func TestCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := New(Config{ReadyAfter: 10 * time.Second}, prometheus.NewRegistry(), nil, nil)
+		a := tr.Stream("a")
+		assert.Nil(t, a.Calls())
+		outer := a.Track("publishing a batch")
+		time.Sleep(1500 * time.Millisecond)
+		inner := a.Track("kafka: flushing")
+		time.Sleep(200 * time.Millisecond)
+		assert.Equal(t, []string{"publishing a batch for 1.7s", "kafka: flushing for 200ms"}, a.Calls())
+		inner()
+		assert.Equal(t, []string{"publishing a batch for 1.7s"}, a.Calls())
+		outer()
+		assert.Nil(t, a.Calls())
+	})
+}
+
 // TestProbes: a failing probe makes every stream not ready, naming the
 // service, until it passes again.
 func TestProbes(t *testing.T) {

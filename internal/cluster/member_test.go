@@ -1,0 +1,74 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeHealth is a stream's health that reports fixed calls in flight.
+type fakeHealth struct{ calls []string }
+
+func (fakeHealth) Standby(string)    {}
+func (fakeHealth) Starting(string)   {}
+func (h fakeHealth) Calls() []string { return h.calls }
+
+// TestReleaseNamesWhatAStuckStreamDoes: a lost stream that outlives the
+// release bound is named in the warning with its calls in flight; one that
+// stops in time is not, and no warning is logged when all stop.
+func TestReleaseNamesWhatAStuckStreamDoes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		health := map[string]fakeHealth{"quick": {}, "stuck": {calls: []string{"kafka: flushing for 2.1s"}}}
+		m := New(Config{ReleaseTimeout: 5 * time.Second}, Deps{
+			Logger: slog.New(slog.NewJSONHandler(&buf, nil)),
+			Health: func(id string) Health { return health[id] },
+		})
+		unblock := make(chan struct{})
+		m.streamCtx = func() (context.Context, context.CancelFunc) { return context.WithCancel(t.Context()) }
+		m.d.Run = func(ctx context.Context, id string) error {
+			if id == "stuck" {
+				<-unblock
+			}
+			<-ctx.Done()
+			return nil
+		}
+		m.mu.Lock()
+		m.startLocked("quick")
+		m.startLocked("stuck")
+		m.mu.Unlock()
+		m.lost(t.Context(), []string{"quick", "stuck"})
+
+		var warn struct {
+			Msg      string
+			Streams  []string
+			InFlight map[string][]string `json:"in_flight"`
+		}
+		for l := range strings.Lines(buf.String()) {
+			if strings.Contains(l, "did not stop within the bound") {
+				require.NoError(t, json.Unmarshal([]byte(l), &warn))
+			}
+		}
+		assert.Equal(t, []string{"stuck"}, warn.Streams, buf.String())
+		assert.Equal(t, map[string][]string{"stuck": {"kafka: flushing for 2.1s"}}, warn.InFlight)
+		close(unblock)
+		synctest.Wait()
+
+		// Every stream stops in time: no warning.
+		buf.Reset()
+		m.mu.Lock()
+		m.startLocked("quick")
+		m.mu.Unlock()
+		m.lost(t.Context(), []string{"quick"})
+		assert.NotContains(t, buf.String(), "did not stop within the bound")
+		assert.Contains(t, buf.String(), "released streams to the cluster")
+	})
+}
