@@ -1,12 +1,15 @@
 package sink
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -160,4 +163,65 @@ func TestHangingCheck(t *testing.T) {
 		var h *HangingCheck
 		require.NoError(t, h.Check(ctx, "ctl"))
 	})
+}
+
+// TestReadTimesOutDuringAPollNamesTheTransaction: a read held back by an
+// open transaction whose deadline lands while a poll of the last stable
+// offset is in flight (a slow broker) names the transaction as one that
+// times out between polls does, with the last stable offset the previous
+// poll answered. Before, it said only "context deadline exceeded".
+func TestReadTimesOutDuringAPollNamesTheTransaction(t *testing.T) {
+	c, cfg := newCluster(t, kfake.SeedTopics(2, "data"))
+	cfg.TransactionTimeout, cfg.ReadTimeout = time.Second, 1500*time.Millisecond
+	ctx := testCtx(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.TransactionalID("open-txn"),
+		kgo.TransactionTimeout(time.Minute), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	rec := func(v string) *kgo.Record { return &kgo.Record{Topic: "data", Partition: 1, Value: []byte(v)} }
+	require.NoError(t, cl.BeginTransaction())
+	require.NoError(t, cl.ProduceSync(ctx, rec("committed")).FirstErr())
+	require.NoError(t, cl.EndTransaction(ctx, kgo.TryCommit))
+	require.NoError(t, cl.BeginTransaction())
+	require.NoError(t, cl.ProduceSync(ctx, rec("open-1"), rec("open-2")).FirstErr())
+	pid, epoch, err := cl.ProducerID(ctx)
+	require.NoError(t, err)
+	fakeOpenTxn(t, c, openTxn{topic: "data", partition: 1, pid: pid, epoch: epoch, start: 2}, 0)
+
+	// The read_committed polls of the first 200 ms answer; a later one
+	// outlives the read.
+	var first atomic.Int64 // unix nanoseconds of the first poll
+	var slept atomic.Bool
+	var done atomic.Bool
+	t.Cleanup(func() { done.Store(true) })
+	c.ControlKey(int16(kmsg.ListOffsets), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		if done.Load() {
+			return nil, nil, false
+		}
+		c.KeepControl()
+		if kreq.(*kmsg.ListOffsetsRequest).IsolationLevel != 1 {
+			return nil, nil, false
+		}
+		first.CompareAndSwap(0, time.Now().UnixNano())
+		if time.Since(time.Unix(0, first.Load())) > 200*time.Millisecond {
+			slept.Store(true)
+			c.SleepControl(func() { time.Sleep(cfg.ReadTimeout) })
+		}
+		return nil, nil, false
+	})
+
+	r := newReader(t, cfg)
+	_, err = r.ReadTopic(ctx, "data")
+	require.Error(t, err)
+	t.Logf("the error:\n%v", err)
+	require.True(t, slept.Load(), "the deadline landed in a poll")
+	assert.ErrorIs(t, err, ErrHangingTransaction)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	var he *HangingTransactionError
+	require.ErrorAs(t, err, &he)
+	assert.True(t, he.Found, "the open transaction was found: %v", he.DescribeErr)
+	assert.Equal(t, int32(1), he.Partition)
+	assert.Equal(t, pid, he.ProducerID)
+	assert.Equal(t, int64(2), he.LastStable, "the last answered poll's")
+	assert.Equal(t, int64(4), he.Target)
 }

@@ -128,12 +128,27 @@ func (r *Reader) highWatermarks(ctx context.Context, topic string) (map[int32]in
 // transaction and says whether it will end by itself.
 func (r *Reader) waitStable(ctx context.Context, topic string, partition int32, target int64) (int64, error) {
 	wait := 5 * time.Millisecond
+	lso := int64(-1) // the last stable offset of the last poll that answered
+	// timedOut describes the transaction that held the read back, with a
+	// little time of its own.
+	timedOut := func(err error) error {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hangingDescribeTimeout)
+		defer cancel()
+		return r.describeHanging(dctx, topic, partition, target, lso, err)
+	}
 	for {
 		lsos, err := r.EndOffsets(ctx, topic)
 		if err != nil {
+			// A read that times out during a poll, after one answered
+			// short of target, was held back as much as one that times
+			// out between polls: on a slow broker the deadline lands
+			// mid-request as often as not.
+			if lso >= 0 && ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
+				return 0, timedOut(err)
+			}
 			return 0, err
 		}
-		lso := lsos[partition]
+		lso = lsos[partition]
 		if lso >= target {
 			return lso, nil
 		}
@@ -141,11 +156,7 @@ func (r *Reader) waitStable(ctx context.Context, topic string, partition int32, 
 			if !errors.Is(err, context.DeadlineExceeded) {
 				return 0, fmt.Errorf("waiting for %s/%d to become stable up to offset %d: %w", topic, partition, target, err)
 			}
-			// The wait timed out: describe the transaction with a little
-			// time of its own.
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hangingDescribeTimeout)
-			defer cancel()
-			return 0, r.describeHanging(dctx, topic, partition, target, lso, err)
+			return 0, timedOut(err)
 		}
 		wait = min(2*wait, 200*time.Millisecond)
 	}
