@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -174,18 +173,7 @@ func TestReadTimesOutDuringAPollNamesTheTransaction(t *testing.T) {
 	c, cfg := newCluster(t, kfake.SeedTopics(2, "data"))
 	cfg.TransactionTimeout, cfg.ReadTimeout = time.Second, 1500*time.Millisecond
 	ctx := testCtx(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.TransactionalID("open-txn"),
-		kgo.TransactionTimeout(time.Minute), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	require.NoError(t, err)
-	t.Cleanup(cl.Close)
-	rec := func(v string) *kgo.Record { return &kgo.Record{Topic: "data", Partition: 1, Value: []byte(v)} }
-	require.NoError(t, cl.BeginTransaction())
-	require.NoError(t, cl.ProduceSync(ctx, rec("committed")).FirstErr())
-	require.NoError(t, cl.EndTransaction(ctx, kgo.TryCommit))
-	require.NoError(t, cl.BeginTransaction())
-	require.NoError(t, cl.ProduceSync(ctx, rec("open-1"), rec("open-2")).FirstErr())
-	pid, epoch, err := cl.ProducerID(ctx)
-	require.NoError(t, err)
+	pid, epoch := openTransaction(ctx, t, cfg.Brokers, "data", "open-txn")
 	fakeOpenTxn(t, c, openTxn{topic: "data", partition: 1, pid: pid, epoch: epoch, start: 2}, 0)
 
 	// The read_committed polls of the first 200 ms answer; a later one
@@ -211,7 +199,7 @@ func TestReadTimesOutDuringAPollNamesTheTransaction(t *testing.T) {
 	})
 
 	r := newReader(t, cfg)
-	_, err = r.ReadTopic(ctx, "data")
+	_, err := r.ReadTopic(ctx, "data")
 	require.Error(t, err)
 	t.Logf("the error:\n%v", err)
 	require.True(t, slept.Load(), "the deadline landed in a poll")

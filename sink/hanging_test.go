@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
 )
@@ -31,28 +30,11 @@ func TestIntegrationHangingTransactionNamed(t *testing.T) {
 
 	// One committed record, then a transaction left open on partition 1.
 	txnID := testenv.UniqueName(t, "open-txn")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.TransactionalID(txnID),
-		kgo.TransactionTimeout(time.Minute), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = cl.AbortBufferedRecords(actx)
-		_ = cl.EndTransaction(actx, kgo.TryAbort)
-		cl.Close()
-	})
-	rec := func(v string) *kgo.Record { return &kgo.Record{Topic: topic, Partition: 1, Value: []byte(v)} }
-	require.NoError(t, cl.BeginTransaction())
-	require.NoError(t, cl.ProduceSync(ctx, rec("committed")).FirstErr())
-	require.NoError(t, cl.EndTransaction(ctx, kgo.TryCommit))
-	require.NoError(t, cl.BeginTransaction())
-	require.NoError(t, cl.ProduceSync(ctx, rec("open-1"), rec("open-2")).FirstErr())
-	pid, epoch, err := cl.ProducerID(ctx)
-	require.NoError(t, err)
+	pid, epoch := openTransaction(ctx, t, cfg.Brokers, topic, txnID)
 
 	r := newReader(t, cfg)
 	start := time.Now()
-	_, err = r.ReadTopic(ctx, topic)
+	_, err := r.ReadTopic(ctx, topic)
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), cfg.ReadTimeout+hangingDescribeTimeout+time.Second, "bounded by the read timeout and the look-up")
 	t.Logf("the error:\n%v", err)

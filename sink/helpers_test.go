@@ -192,3 +192,30 @@ func readValues(rs []ReadRecord) []string {
 	}
 	return out
 }
+
+// openTransaction commits one record to topic/1 as transactional id txnID,
+// then leaves a transaction open there with two records (offsets 2 and 3,
+// after the committed record and its marker), and returns the producer's id
+// and epoch. The transaction is aborted when the test ends.
+func openTransaction(ctx context.Context, t *testing.T, brokers []string, topic, txnID string) (int64, int16) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.TransactionalID(txnID),
+		kgo.TransactionTimeout(time.Minute), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = cl.AbortBufferedRecords(actx)
+		_ = cl.EndTransaction(actx, kgo.TryAbort)
+		cl.Close()
+	})
+	rec := func(v string) *kgo.Record { return &kgo.Record{Topic: topic, Partition: 1, Value: []byte(v)} }
+	require.NoError(t, cl.BeginTransaction())
+	require.NoError(t, cl.ProduceSync(ctx, rec("committed")).FirstErr())
+	require.NoError(t, cl.EndTransaction(ctx, kgo.TryCommit))
+	require.NoError(t, cl.BeginTransaction())
+	require.NoError(t, cl.ProduceSync(ctx, rec("open-1"), rec("open-2")).FirstErr())
+	pid, epoch, err := cl.ProducerID(ctx)
+	require.NoError(t, err)
+	return pid, epoch
+}
