@@ -452,3 +452,59 @@ func TestInvalidEpochAfterTransactionTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestAbandonLeavesTheTransactionToTheNextOwner: Abandon closes a producer
+// whose stream another owner took over without ending its transaction
+// (no EndTxn) and without waiting for a produce request still in flight;
+// the next producer of the transactional id aborts what it left open, and
+// only the next owner's records are committed.
+func TestAbandonLeavesTheTransactionToTheNextOwner(t *testing.T) {
+	c, cfg := newCluster(t)
+	topic := "data"
+	createTopic(t, cfg, topic, 1)
+	// An abort would wait this long for the held produce request.
+	cfg.EndTxnTimeout = 10 * time.Minute
+	p := newProducer(t, cfg, "s", Deps{})
+	ctx := testCtx(t)
+	require.NoError(t, p.Begin())
+	for i := range 3 {
+		require.NoError(t, p.Produce(ctx, dataRecord(topic, "left", i)))
+	}
+	require.NoError(t, p.cl.Flush(ctx))
+
+	var endTxns atomic.Int32
+	c.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		endTxns.Add(1)
+		return nil, nil, false
+	})
+	// Produce requests are held until release is closed.
+	release := make(chan struct{})
+	var released sync.Once
+	defer released.Do(func() { close(release) })
+	held := make(chan struct{})
+	var once sync.Once
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		once.Do(func() { close(held) })
+		c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	require.NoError(t, p.Produce(ctx, dataRecord(topic, "left", 3)))
+	<-held
+
+	abandoned := make(chan struct{})
+	go func() { p.Abandon(); close(abandoned) }()
+	select {
+	case <-abandoned:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Abandon waited for the produce request in flight")
+	}
+	assert.Zero(t, endTxns.Load(), "Abandon ends no transaction")
+	assert.False(t, p.Stats().Open)
+	require.NoError(t, p.Close(ctx), "Close after Abandon is a no-op")
+
+	released.Do(func() { close(release) })
+	next := newProducer(t, cfg, "s", Deps{})
+	_ = produceBatches(t, next, topic, 2, "next")
+	assert.Equal(t, []string{"next-row-0", "next-row-1"}, values(consumeCommitted(t, cfg, topic)))
+}

@@ -895,6 +895,24 @@ func (p *Producer) Close(ctx context.Context) error {
 	return err
 }
 
+// Abandon closes the producer without ending its open transaction, for a
+// stream another owner has taken over (a cluster member whose session
+// ended): that owner's producer aborts the transaction when it starts, and
+// an abort here would only wait for records in flight to a coordinator
+// that has fenced this producer. Buffered and in-flight records fail with
+// kgo.ErrClientClosed. Close and Abandon are each a no-op after either.
+func (p *Producer) Abandon() {
+	p.closeOnce.Do(func() {
+		if t := p.txn; t != nil {
+			p.log.Info("closing the producer without ending its open transaction: another owner aborts it",
+				"txn_id", p.txnID, "records", t.records)
+			p.finish(t, "abandoned")
+		}
+		p.closed.Store(true)
+		p.cl.Close()
+	})
+}
+
 // expiredEpoch reports whether the fencing errors errs are the broker's
 // abort of transaction t for outliving kafka.transaction_timeout: an
 // INVALID_PRODUCER_EPOCH (the coordinator bumps the epoch when it aborts a

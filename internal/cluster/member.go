@@ -111,7 +111,7 @@ type Member struct {
 
 	group *sink.Group
 	// streamCtx returns a context of Run's for a stream to run under.
-	streamCtx func() (context.Context, context.CancelFunc)
+	streamCtx func() (context.Context, context.CancelCauseFunc)
 
 	mu     sync.Mutex
 	owned  map[string]*owned
@@ -129,7 +129,7 @@ type Member struct {
 // owned is a stream the member runs.
 type owned struct {
 	id     string
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	done   chan struct{}
 }
 
@@ -168,7 +168,7 @@ func New(cfg Config, d Deps) *Member {
 // the membership (a missing group ACL), or of a stream with
 // ExitOnStreamFailure.
 func (m *Member) Run(ctx context.Context) error {
-	m.streamCtx = func() (context.Context, context.CancelFunc) { return context.WithCancel(ctx) }
+	m.streamCtx = func() (context.Context, context.CancelCauseFunc) { return context.WithCancelCause(ctx) }
 	// A slot per item, and some to spare: a slot stays with a member that
 	// releases its item until the next round, and members of an older
 	// configuration may hold slots of items this one does not have.
@@ -335,7 +335,7 @@ func (m *Member) standbyReason() string {
 // revoked stops the streams the member lost in a rebalance, each bounded by
 // ReleaseTimeout, before the member rejoins.
 func (m *Member) revoked(_ context.Context, ids []string) {
-	m.release(ids, m.cfg.ReleaseTimeout, "revoked")
+	m.release(ids, m.cfg.ReleaseTimeout, "revoked", nil)
 }
 
 // lost stops the streams of a member whose session ended: another member
@@ -343,10 +343,18 @@ func (m *Member) revoked(_ context.Context, ids []string) {
 func (m *Member) lost(_ context.Context, ids []string) {
 	m.log.Warn("the cluster session ended (a missed heartbeat, a pause or a partition): another member takes these streams over",
 		"streams", ids)
-	m.release(ids, min(m.cfg.ReleaseTimeout, 2*time.Second), "lost")
+	m.release(ids, min(m.cfg.ReleaseTimeout, 2*time.Second), "lost", ErrLost)
 }
 
-func (m *Member) release(ids []string, bound time.Duration, why string) {
+// ErrLost is the cause a lost stream's context is canceled with: it wraps
+// sink.ErrFenced, and the stream stops without committing or aborting its
+// open transaction (the new owner's producer aborts it).
+var ErrLost = fmt.Errorf("%w: the cluster session ended and another member took the stream over", sink.ErrFenced)
+
+// release stops the streams ids, canceling each with cause (nil: a plain
+// cancel, after which a stream commits at a watermark or aborts), and
+// waits up to bound for them.
+func (m *Member) release(ids []string, bound time.Duration, why string, cause error) {
 	began := m.d.Now()
 	m.mu.Lock()
 	if m.lostAt.IsZero() {
@@ -363,7 +371,7 @@ func (m *Member) release(ids []string, bound time.Duration, why string) {
 	n := len(m.owned)
 	m.mu.Unlock()
 	for _, o := range stop {
-		o.cancel()
+		o.cancel(cause)
 	}
 	if running := waitAll(stop, bound); len(running) > 0 {
 		doing := map[string][]string{}
@@ -391,7 +399,7 @@ func (m *Member) stopAll(bound time.Duration) {
 	}
 	m.mu.Unlock()
 	if len(ids) > 0 {
-		m.release(ids, bound, "leaving")
+		m.release(ids, bound, "leaving", nil)
 	}
 }
 

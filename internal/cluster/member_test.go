@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
 )
 
 // fakeHealth is a stream's health that reports fixed calls in flight.
@@ -33,7 +36,7 @@ func TestReleaseNamesWhatAStuckStreamDoes(t *testing.T) {
 			Health: func(id string) Health { return health[id] },
 		})
 		unblock := make(chan struct{})
-		m.streamCtx = func() (context.Context, context.CancelFunc) { return context.WithCancel(t.Context()) }
+		m.streamCtx = func() (context.Context, context.CancelCauseFunc) { return context.WithCancelCause(t.Context()) }
 		m.d.Run = func(ctx context.Context, id string) error {
 			if id == "stuck" {
 				<-unblock
@@ -70,5 +73,45 @@ func TestReleaseNamesWhatAStuckStreamDoes(t *testing.T) {
 		m.lost(t.Context(), []string{"quick"})
 		assert.NotContains(t, buf.String(), "did not stop within the bound")
 		assert.Contains(t, buf.String(), "released streams to the cluster")
+	})
+}
+
+// TestReleaseCause: the streams of a member whose session ended are
+// canceled with ErrLost (a sink.ErrFenced: they stop without committing),
+// those revoked in a rebalance or stopped on leaving with a plain cancel
+// (they commit at a watermark or abort).
+func TestReleaseCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := New(Config{ReleaseTimeout: 5 * time.Second}, Deps{
+			Logger: slog.New(slog.DiscardHandler),
+			Health: func(string) Health { return fakeHealth{} },
+		})
+		m.streamCtx = func() (context.Context, context.CancelCauseFunc) { return context.WithCancelCause(t.Context()) }
+		var mu sync.Mutex
+		causes := map[string]error{}
+		m.d.Run = func(ctx context.Context, id string) error {
+			<-ctx.Done()
+			mu.Lock()
+			causes[id] = context.Cause(ctx)
+			mu.Unlock()
+			return nil
+		}
+		m.mu.Lock()
+		for _, id := range []string{"lost", "revoked", "left"} {
+			m.startLocked(id)
+		}
+		m.mu.Unlock()
+		m.lost(t.Context(), []string{"lost"})
+		m.revoked(t.Context(), []string{"revoked"})
+		m.stopAll(time.Second)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		assert.ErrorIs(t, causes["lost"], ErrLost)
+		assert.ErrorIs(t, causes["lost"], sink.ErrFenced)
+		for _, id := range []string{"revoked", "left"} {
+			assert.ErrorIs(t, causes[id], context.Canceled, id)
+			assert.NotErrorIs(t, causes[id], sink.ErrFenced, id)
+		}
 	})
 }

@@ -383,9 +383,7 @@ func (r *Stream) backfillWorkerID(k int) string { return fmt.Sprintf("%s.backfil
 // closeBackfillWorkers closes the backfill workers' producers.
 func (r *Stream) closeBackfillWorkers(ctx context.Context) {
 	for _, p := range r.bfProds {
-		if err := p.Close(context.WithoutCancel(ctx)); err != nil {
-			r.log.Warn("closing a backfill producer", "txn_id", p.TransactionalID(), "err", err)
-		}
+		closeProducer(ctx, p, r.log)
 	}
 	r.bfProds = nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
@@ -25,6 +27,7 @@ import (
 // pipeFixture is a Stream with a real producer (kfake) and an encoder,
 // enough for the pipelined hand-off (hold, settle, join) without Amp.
 type pipeFixture struct {
+	c   *kfake.Cluster
 	r   *Stream
 	enc *encode.Encoder
 	rec arrow.RecordBatch
@@ -58,7 +61,7 @@ func newPipeFixture(t *testing.T) *pipeFixture {
 
 	r := New(config.StreamConfig{ID: "pipe"}, Deps{Metrics: NewMetrics(nil), Kafka: kc})
 	r.prod, r.topic, r.enc = prod, "pipe", enc
-	return &pipeFixture{r: r, enc: enc, rec: rec}
+	return &pipeFixture{c: c, r: r, enc: enc, rec: rec}
 }
 
 // batch encodes the fixture's 10 rows into a held batch.
@@ -281,4 +284,73 @@ func TestSlabChargedItsMemory(t *testing.T) {
 	assert.Equal(t, int64(s.out.Mem()), p.estimate(), "the next slab's estimate")
 	s.done()
 	assert.Zero(t, p.cache().out)
+}
+
+// TestShutdownOfALostStream checks that a stream whose context ends with a
+// cause that is sink.ErrFenced (a cluster member whose session ended) waits
+// for the commit in flight, then stops without producing what it held,
+// without committing its complete microbatch and without an abort (the new
+// owner's producer aborts the open transaction).
+func TestShutdownOfALostStream(t *testing.T) {
+	f := newPipeFixture(t)
+	r := f.r
+	j := inFlight()
+	r.job, r.bound = j, j
+	require.NoError(t, r.hold(t.Context(), f.batch(t, "next-a")))
+	require.NoError(t, r.hold(t.Context(), f.batch(t, "next-b")))
+	r.txn.pending = []pendingBatch{{wm: reorg.Event{BatchID: "next", Ranges: []reorg.BlockRange{{Network: "eth", Start: 2, End: 2}}}}}
+
+	ctx, cancel := context.WithCancelCause(t.Context())
+	cancel(fmt.Errorf("%w: the cluster session ended", sink.ErrFenced))
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.shutdown(ctx) }()
+	select {
+	case err := <-stopped:
+		t.Fatalf("shutdown returned (%v) before the commit in flight ended", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(j.kafka)
+	close(j.done)
+	select {
+	case err := <-stopped:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lost stream's shutdown did not return once the commit in flight ended")
+	}
+	assert.Nil(t, r.job)
+	assert.Empty(t, r.held)
+	assert.Empty(t, r.txn.pending, "the complete microbatch is not committed")
+	assert.False(t, r.prod.Stats().Open, "the held batches were not produced")
+	assert.Zero(t, r.slabs.live.Load(), "the held batches' slabs are released")
+}
+
+// TestCloseOfALostStreamAbandonsItsTransaction checks that closing a lost
+// stream (its context's cause a sink.ErrFenced) closes the producer
+// without an EndTxn, and that a stream stopped otherwise aborts.
+func TestCloseOfALostStreamAbandonsItsTransaction(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cause   error
+		endTxns int32
+	}{
+		{"lost", fmt.Errorf("%w: the cluster session ended", sink.ErrFenced), 0},
+		{"stopped", nil, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newPipeFixture(t)
+			var endTxns atomic.Int32
+			f.c.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+				f.c.KeepControl()
+				endTxns.Add(1)
+				return nil, nil, false
+			})
+			require.NoError(t, f.r.hold(t.Context(), f.batch(t, "open")))
+			require.True(t, f.r.prod.Stats().Open)
+			ctx, cancel := context.WithCancelCause(t.Context())
+			cancel(tc.cause)
+			f.r.close(ctx)
+			assert.Nil(t, f.r.prod)
+			assert.Equal(t, tc.endTxns, endTxns.Load())
+		})
+	}
 }

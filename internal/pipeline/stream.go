@@ -416,9 +416,7 @@ func (r *Stream) close(ctx context.Context) {
 		r.stream = nil
 	}
 	if r.prod != nil {
-		if err := r.prod.Close(context.WithoutCancel(ctx)); err != nil {
-			r.log.Warn("closing producer", "err", err)
-		}
+		closeProducer(ctx, r.prod, r.log)
 		r.prod = nil
 	}
 	if r.reader != nil {
@@ -1519,9 +1517,45 @@ func (r *Stream) rollback(ctx context.Context, why string) error {
 	return nil
 }
 
+// lost reports whether ctx ended because another owner took the stream
+// over: its cause is a sink.ErrFenced (cluster.ErrLost).
+func lost(ctx context.Context) bool {
+	return ctx.Err() != nil && errors.Is(context.Cause(ctx), sink.ErrFenced)
+}
+
+// closeProducer closes p: it aborts an open transaction, unless the stream
+// was lost to another owner (lost), whose producer aborts it.
+func closeProducer(ctx context.Context, p *sink.Producer, log *slog.Logger) {
+	if lost(ctx) {
+		p.Abandon()
+		return
+	}
+	if err := p.Close(context.WithoutCancel(ctx)); err != nil {
+		log.Warn("closing producer", "txn_id", p.TransactionalID(), "err", err)
+	}
+}
+
 // shutdown finishes on SIGINT/SIGTERM: commit the open transaction when it
 // ends at a watermark, abort it otherwise; the checkpoint follows a commit.
+// A stream whose context was canceled with a cause that is sink.ErrFenced
+// (a cluster member whose session ended: another member owns the stream
+// now and fences this producer) only waits for the commit already in
+// flight: it neither commits nor aborts the open transaction, which the
+// new owner's producer aborts when it starts, so that it stops at once.
 func (r *Stream) shutdown(ctx context.Context) error {
+	if lost(ctx) {
+		cause := context.Cause(ctx)
+		err := r.joinCommit()
+		r.dropHeld()
+		rows := r.txn.rows
+		r.txn.reset()
+		r.log.Info("stream stopped without committing: another owner took it over", "reason", cause,
+			"open_transaction_rows", rows, "cursor", cursorText(r.committed.Cursor()))
+		if err != nil && !errors.Is(err, sink.ErrFenced) && !errors.Is(err, offsets.ErrFenced) {
+			return fmt.Errorf("the commit in flight when the stream was lost: %w", err)
+		}
+		return nil
+	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := r.settle(dctx); err != nil {

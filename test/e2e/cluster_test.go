@@ -201,7 +201,8 @@ func TestIntegrationCluster(t *testing.T) {
 		// A member stops what it loses before it rejoins: its streams
 		// never outlive their release, and no new owner fences a member
 		// that was not paused.
-		assert.Zero(t, grepCount(mb.p.Log, "did not stop within the bound"), "%s: a released stream went on running", filepath.Base(mb.p.Log))
+		const stuck = "did not stop within the bound"
+		assert.Zero(t, grepCount(mb.p.Log, stuck), "%s: a released stream went on running:\n%s", filepath.Base(mb.p.Log), grepLines(mb.p.Log, stuck))
 		f := grepCount(mb.p.Log, "another producer took the stream's transactional id")
 		if mb.n != c.pausedMember {
 			assert.Zero(t, f, "%s: a stream of a member that was not paused was fenced", filepath.Base(mb.p.Log))

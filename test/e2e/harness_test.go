@@ -319,6 +319,22 @@ func grepCount(path, s string) int {
 	return bytes.Count(b, []byte(s))
 }
 
+// grepLines returns the lines of the file at path that contain s, joined
+// by newlines (for a failure message: what a log said, not just how often).
+func grepLines(path, s string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for l := range bytes.Lines(b) {
+		if bytes.Contains(l, []byte(s)) {
+			out = append(out, string(bytes.TrimRight(l, "\n")))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // trialLog is a goroutine-safe trial log that is also written to a file kept
 // next to the bridge logs.
 type trialLog struct {
