@@ -483,7 +483,13 @@ func (r *Stream) connect(ctx context.Context) error {
 	if r.reader, err = sink.NewReader(ctx, r.deps.Kafka, r.sinkDeps()); err != nil {
 		return fmt.Errorf("starting the reader of stream %s: %w", r.cfg.ID, NoAnswer(KafkaService(r.deps.Kafka.Brokers), err))
 	}
+	// The read of the control topic waits for every transaction open on it
+	// to end: one left by a member or process killed inside it holds it
+	// until its producer is initialised again or the broker aborts it
+	// (kafka.transaction_timeout).
+	reconciling, began := r.deps.Health.Track("reconciling the checkpoint with the control topic"), r.deps.Now()
 	dec, err := r.recoverCheckpoint(ctx)
+	reconciling()
 	r.deps.Metrics.reconciliations.WithLabelValues(r.cfg.ID, dec.Outcome.String()).Inc()
 	if err != nil {
 		// Both the store and the control topic are read: either may be the
@@ -494,7 +500,8 @@ func (r *Stream) connect(ctx context.Context) error {
 	r.committed, r.changed = dec.Checkpoint, dec.Changed
 	r.lastFull, r.sinceFull = -1, 0
 	r.log.Info("checkpoint reconciled", "outcome", dec.Outcome.String(), "version", r.committed.Version,
-		"cursor", cursorText(r.committed.Cursor()), "retained_batches", len(r.committed.Batches))
+		"cursor", cursorText(r.committed.Cursor()), "retained_batches", len(r.committed.Batches),
+		"took", r.deps.Now().Sub(began).Round(time.Millisecond))
 	return nil
 }
 
