@@ -2,6 +2,9 @@ package sink
 
 import (
 	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -212,4 +215,38 @@ func TestReadTimesOutDuringAPollNamesTheTransaction(t *testing.T) {
 	assert.Equal(t, pid, he.ProducerID)
 	assert.Equal(t, int64(2), he.LastStable, "the last answered poll's")
 	assert.Equal(t, int64(4), he.Target)
+}
+
+// TestSlowReadNamesTheTransactionItWaitsFor: a read that waits for a
+// partition to become stable longer than slowWait logs, once, which
+// transaction holds it (a takeover's start waits so for a transaction its
+// previous owner left open), and then goes on waiting.
+func TestSlowReadNamesTheTransactionItWaitsFor(t *testing.T) {
+	c, cfg := newCluster(t, kfake.SeedTopics(2, "data"))
+	cfg.TransactionTimeout, cfg.ReadTimeout = time.Second, 1500*time.Millisecond
+	ctx := testCtx(t)
+	pid, epoch := openTransaction(ctx, t, cfg.Brokers, "data", "slow-txn")
+	fakeOpenTxn(t, c, openTxn{topic: "data", partition: 1, pid: pid, epoch: epoch, start: 2}, 0)
+
+	var buf syncBuffer
+	r, err := NewReader(ctx, cfg, Deps{Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	require.NoError(t, err)
+	t.Cleanup(r.Close)
+	r.slowWait = 200 * time.Millisecond
+	_, err = r.ReadTopic(ctx, "data")
+	require.ErrorIs(t, err, ErrHangingTransaction, "it went on waiting, to the read's timeout")
+
+	var lines []map[string]any
+	for l := range strings.Lines(buf.String()) {
+		if strings.Contains(l, "a read waits for a transaction open on the partition") {
+			var m map[string]any
+			require.NoError(t, json.Unmarshal([]byte(l), &m))
+			lines = append(lines, m)
+		}
+	}
+	require.Len(t, lines, 1, "logged once:\n%s", buf.String())
+	assert.Equal(t, "slow-txn", lines[0]["transactional_id"])
+	assert.InDelta(t, float64(pid), lines[0]["producer_id"], 0)
+	assert.InDelta(t, 1, lines[0]["partition"], 0)
+	assert.InDelta(t, 2, lines[0]["start_offset"], 0)
 }

@@ -65,7 +65,16 @@ type Reader struct {
 	adm *kadm.Client
 	log *slog.Logger
 	dec kgo.Decompressor
+	// slowWait is how long a read waits for a partition to become stable
+	// before it logs the transaction that holds it (slowStableWait).
+	slowWait time.Duration
 }
+
+// slowStableWait is how long a read waits for a transaction open on a
+// partition before it says, once, which transaction that is: a stream's
+// start after a takeover waits so for a transaction its killed or paused
+// owner left open on the control topic.
+const slowStableWait = 5 * time.Second
 
 // NewReader creates a Reader. ctx bounds the first connection.
 func NewReader(ctx context.Context, cfg Config, deps Deps) (*Reader, error) {
@@ -85,7 +94,8 @@ func NewReader(ctx context.Context, cfg Config, deps Deps) (*Reader, error) {
 		cl.Close()
 		return nil, connectError(ctx, cfg, err)
 	}
-	return &Reader{cfg: cfg, cl: cl, adm: kadm.NewClient(cl), log: deps.Logger, dec: kgo.DefaultDecompressor()}, nil
+	return &Reader{cfg: cfg, cl: cl, adm: kadm.NewClient(cl), log: deps.Logger, dec: kgo.DefaultDecompressor(),
+		slowWait: slowStableWait}, nil
 }
 
 // Close closes the client.
@@ -128,6 +138,7 @@ func (r *Reader) highWatermarks(ctx context.Context, topic string) (map[int32]in
 // transaction and says whether it will end by itself.
 func (r *Reader) waitStable(ctx context.Context, topic string, partition int32, target int64) (int64, error) {
 	wait := 5 * time.Millisecond
+	began, logged := time.Now(), false
 	lso := int64(-1) // the last stable offset of the last poll that answered
 	// timedOut describes the transaction that held the read back, with a
 	// little time of its own.
@@ -152,6 +163,10 @@ func (r *Reader) waitStable(ctx context.Context, topic string, partition int32, 
 		if lso >= target {
 			return lso, nil
 		}
+		if !logged && time.Since(began) >= r.slowWait {
+			logged = true
+			r.logHolder(ctx, topic, partition, target, lso, time.Since(began))
+		}
 		if err := sleepCtx(ctx, wait); err != nil {
 			if !errors.Is(err, context.DeadlineExceeded) {
 				return 0, fmt.Errorf("waiting for %s/%d to become stable up to offset %d: %w", topic, partition, target, err)
@@ -160,6 +175,32 @@ func (r *Reader) waitStable(ctx context.Context, topic string, partition int32, 
 		}
 		wait = min(2*wait, 200*time.Millisecond)
 	}
+}
+
+// logHolder logs, at INFO, the oldest transaction open on topic/partition,
+// which a read has waited for for waited: its transactional id, when it
+// started and the coordinator's state of it.
+func (r *Reader) logHolder(ctx context.Context, topic string, partition int32, target, lso int64, waited time.Duration) {
+	dctx, cancel := context.WithTimeout(ctx, hangingDescribeTimeout)
+	defer cancel()
+	var he *HangingTransactionError
+	if !errors.As(r.describeHanging(dctx, topic, partition, target, lso, nil), &he) || errors.Is(he.DescribeErr, errHangingEnded) {
+		return
+	}
+	attrs := []any{"topic", topic, "partition", partition, "last_stable", lso, "target", target,
+		"waited", waited.Round(time.Millisecond)}
+	if he.DescribeErr != nil {
+		attrs = append(attrs, "describe_err", he.DescribeErr)
+	} else {
+		attrs = append(attrs, "transactional_id", he.TransactionalID, "producer_id", he.ProducerID,
+			"producer_epoch", he.ProducerEpoch, "start_offset", he.StartOffset, "coordinator_state", he.CoordinatorState,
+			"other_open", he.OtherOpen)
+		if !he.TxnStarted.IsZero() {
+			attrs = append(attrs, "txn_started", he.TxnStarted.UTC().Format(time.RFC3339Nano), "txn_timeout", he.TxnTimeout)
+		}
+	}
+	r.log.Info("a read waits for a transaction open on the partition to end (it ends when its producer is "+
+		"initialised again or at its transaction timeout)", attrs...)
 }
 
 // hangingDescribeTimeout bounds the look-up of the transaction that held a

@@ -195,7 +195,7 @@ func (r *Stream) workerOnce(ctx context.Context, k int) error {
 		switch {
 		case err == nil && !isFresh(cp):
 			r.log.Debug("backfill worker idle: the stream has gone live", "worker", k)
-			return nil
+			return r.fenceWorker(ctx, k)
 		case err != nil && !errors.Is(err, offsets.ErrNotFound):
 			return fmt.Errorf("stream %s: backfill worker %d: loading the checkpoint: %w", r.cfg.ID, k, NoAnswer(StoreService(r.deps.Store), err))
 		}
@@ -216,7 +216,7 @@ func (r *Stream) workerOnce(ctx context.Context, k int) error {
 	}
 	if k >= stored.Workers {
 		r.log.Info("backfill worker idle: the stored plan has fewer workers", "worker", k, "workers", stored.Workers)
-		return nil
+		return r.fenceWorker(ctx, k)
 	}
 	r.backfilling.Store(true)
 	if err := r.connectWorker(ctx, k, stored.Network); err != nil {
@@ -272,6 +272,27 @@ func (r *Stream) workerOnce(ctx context.Context, k int) error {
 	r.log.Info("backfill worker published its partitions", "worker", k, "blocks", blocks,
 		"took", r.deps.Now().Sub(r.backfillStart).Round(time.Millisecond))
 	return nil
+}
+
+// fenceWorker initialises the transactional id of worker k, which has
+// nothing to do, and closes its producer. The member that ran the worker
+// before may have been killed inside a step: its transaction, left open,
+// holds the control topic's last stable offset, and with it the start of
+// every stream of the cluster, until the broker aborts it after
+// kafka.transaction_timeout. A worker that publishes fences it when it
+// connects (connectWorker); an idle one must too, since it is the item's
+// owner now. (One process fences its workers at the stream's start:
+// fenceBackfillWorkers.)
+func (r *Stream) fenceWorker(ctx context.Context, k int) error {
+	prod, err := sink.NewProducer(ctx, r.backfillKafka(), r.backfillWorkerID(k), r.sinkDeps())
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("stream %s: fencing the transactional id of idle backfill worker %d: %w", r.cfg.ID, k,
+			NoAnswer(KafkaService(r.deps.Kafka.Brokers), err))
+	}
+	return prod.Close(ctx)
 }
 
 // connectWorker prepares worker k: Amp's schema, the control topic, the
