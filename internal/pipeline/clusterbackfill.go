@@ -286,9 +286,6 @@ func (r *Stream) workerOnce(ctx context.Context, k int) error {
 func (r *Stream) fenceWorker(ctx context.Context, k int) error {
 	prod, err := sink.NewProducer(ctx, r.backfillKafka(), r.backfillWorkerID(k), r.sinkDeps())
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
 		return fmt.Errorf("stream %s: fencing the transactional id of idle backfill worker %d: %w", r.cfg.ID, k,
 			NoAnswer(KafkaService(r.deps.Kafka.Brokers), err))
 	}
