@@ -66,6 +66,11 @@ type GroupItem struct {
 	ID string `json:"id"`
 	// Weight is its share of a member's load (at least 1).
 	Weight int `json:"w"`
+	// Known marks a weight the member knows rather than assumes (an idle
+	// backfill worker of a stream it has seen go live): a planner prefers
+	// it to the assumptions of members that do not know. Members of
+	// earlier versions never set it.
+	Known bool `json:"k,omitempty"`
 }
 
 // GroupMember is one member of a rebalance, as the leader sees it.

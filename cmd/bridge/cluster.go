@@ -56,6 +56,22 @@ func (b *bridge) runCluster(ctx context.Context) error {
 	}
 	var mu sync.Mutex
 	running := map[string]*pipeline.Stream{}
+	// live are the streams a run here has seen go live: their backfill
+	// workers are idle wherever they run, for good (a rewind reaches back
+	// to the hand-over at most).
+	live := map[string]bool{}
+	seenLive := func(id string) bool { // under mu
+		if live[id] {
+			return true
+		}
+		for item, r := range running {
+			if sid, _ := parseItem(item); sid == id && r.GoneLive() {
+				live[id] = true
+				return true
+			}
+		}
+		return false
+	}
 	m := cluster.New(cluster.Config{Group: b.cfg.Group(), Streams: items, ReleaseTimeout: b.cfg.Cluster.ReleaseTimeout,
 		BackfillWeight: b.cfg.Cluster.BackfillWeight, ReplicationFactor: int16(b.cfg.Kafka.ReplicationFactor),
 		ExitOnStreamFailure: b.cfg.ExitOnStreamFailure},
@@ -82,6 +98,9 @@ func (b *bridge) runCluster(ctx context.Context) error {
 					if running[item] == r {
 						delete(running, item)
 					}
+					if r.GoneLive() {
+						live[id] = true
+					}
 					mu.Unlock()
 				}()
 				if k >= 0 {
@@ -103,6 +122,15 @@ func (b *bridge) runCluster(ctx context.Context) error {
 				r := running[item]
 				mu.Unlock()
 				return r != nil && r.Backfilling()
+			},
+			Idle: func(item string) bool {
+				id, k := parseItem(item)
+				if k < 0 {
+					return false
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				return seenLive(id)
 			},
 		})
 	probed := make(chan struct{})

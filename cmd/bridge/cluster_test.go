@@ -144,12 +144,23 @@ func (h *harness) waitAllHead(ids []string) {
 
 // gaugeOf is amp_bridge_cluster_stream_owned{stream=id} of b.
 func gaugeOf(b *bridge, id string) float64 {
+	return clusterGauge(b, "amp_bridge_cluster_stream_owned", id)
+}
+
+// weightOf is the weight member b reported for item id at its last join.
+func weightOf(b *bridge, id string) float64 {
+	return clusterGauge(b, "amp_bridge_cluster_stream_weight", id)
+}
+
+// clusterGauge is the value of gauge name for item id in b's registry (-1:
+// none).
+func clusterGauge(b *bridge, name, id string) float64 {
 	mfs, err := b.reg.Gather()
 	if err != nil {
 		return -1
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "amp_bridge_cluster_stream_owned" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
@@ -222,6 +233,25 @@ func TestClusterBackfill(t *testing.T) {
 	h.waitAllHead(ids)
 	assert.Equal(t, 2, h.count("handover"), "one hand-over per stream")
 	verifyAll(t, h)
+	// Each stream's owner has seen it go live: it reports every worker of
+	// the stream as weighing 0, known, wherever the worker runs, so that a
+	// worker that changes owners is not placed as busy and no stream moves
+	// to even out a load it does not add.
+	assert.Eventually(t, func() bool {
+		for _, id := range ids {
+			for _, b := range bs {
+				if b == nil || gaugeOf(b, id) != 1 {
+					continue
+				}
+				for k := range 3 {
+					if weightOf(b, workerItem(id, k)) != 0 {
+						return false
+					}
+				}
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "the owners report their live streams' workers as idle")
 	all := h.cfg.Streams
 	defer func() { h.cfg.Streams = all }()
 	for _, sc := range all {

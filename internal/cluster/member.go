@@ -92,6 +92,12 @@ type Deps struct {
 	// Backfilling reports whether stream id is running its backfill on
 	// this member (nil: never); it then weighs BackfillWeight times more.
 	Backfilling func(id string) bool
+	// Idle reports whether this member knows that backfill worker item id
+	// has nothing to do, wherever it runs: its stream has gone live (nil:
+	// never known). The member then reports it as weighing 0, known, so
+	// that the plan neither places it as busy nor moves a stream to even
+	// out the load it does not add.
+	Idle func(id string) bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Crashed, when set and true once Run's context ends, makes the
@@ -263,19 +269,22 @@ func (m *Member) weights() []sink.GroupItem {
 	out := make([]sink.GroupItem, 0, len(m.cfg.Streams))
 	for _, s := range m.cfg.Streams {
 		busy := m.d.Backfilling != nil && m.d.Backfilling(s.ID)
-		w := max(s.Weight, 0)
+		it := sink.GroupItem{ID: s.ID, Weight: max(s.Weight, 0)}
 		o, mine := m.owned[s.ID]
 		switch {
 		case busy:
-			w = max(s.Weight, s.Busy, 1) * m.cfg.BackfillWeight
+			it.Weight = max(s.Weight, s.Busy, 1) * m.cfg.BackfillWeight
+		case s.Busy > 0 && m.d.Idle != nil && m.d.Idle(s.ID):
+			// Its stream has gone live: idle wherever it runs.
+			it.Weight, it.Known = 0, true
 		case s.Busy > 0 && (!mine || !o.ended()):
 			// A backfill worker is busy until its run here has found its
 			// part published or its stream live (then it weighs 0); one
-			// another member owns is assumed busy (its owner's report wins
-			// at the leader).
-			w = s.Busy * m.cfg.BackfillWeight
+			// another member owns is assumed busy (its owner's report, or
+			// a member's that knows, wins at the leader).
+			it.Weight = s.Busy * m.cfg.BackfillWeight
 		}
-		out = append(out, sink.GroupItem{ID: s.ID, Weight: w})
+		out = append(out, it)
 	}
 	return out
 }

@@ -115,3 +115,23 @@ func TestReleaseCause(t *testing.T) {
 		}
 	})
 }
+
+// A backfill worker this member knows to be idle (its stream has gone live)
+// weighs 0, known, whoever owns it; one it does not know about is assumed
+// busy; one backfilling here weighs its busy weight.
+func TestWeightsOfBackfillWorkers(t *testing.T) {
+	idle := map[string]bool{"s#backfill.0": true}
+	backfilling := map[string]bool{"u#backfill.0": true}
+	m := New(Config{BackfillWeight: 3, Streams: []Stream{
+		{ID: "s", Weight: 2}, {ID: "s#backfill.0", Busy: 2}, {ID: "t#backfill.0", Busy: 2}, {ID: "u#backfill.0", Busy: 2},
+	}}, Deps{
+		Idle:        func(id string) bool { return idle[id] },
+		Backfilling: func(id string) bool { return backfilling[id] },
+	})
+	assert.Equal(t, []sink.GroupItem{
+		{ID: "s", Weight: 2},
+		{ID: "s#backfill.0", Weight: 0, Known: true},
+		{ID: "t#backfill.0", Weight: 6},
+		{ID: "u#backfill.0", Weight: 6},
+	}, m.weights())
+}

@@ -13,8 +13,9 @@ import (
 // stream to the least loaded member that can run it, then moves streams
 // from the most to the least loaded member only while a move lowers the
 // larger of the two loads. A member's load is the sum of its streams'
-// weights; a stream's weight is the largest any member reports (its owner
-// reports the backfill's extra weight). A stream goes only to a member
+// weights; a stream's weight is its owner's report, else one a member
+// knows (sink.GroupItem.Known), else the largest any member reports (its
+// owner reports the backfill's extra weight). A stream goes only to a member
 // whose configuration has it. Moves are what cost a hand-over, so the plan
 // is sticky first and balanced second: a joining member takes streams from
 // the busiest ones, a leaving member's streams go to the least busy.
@@ -27,8 +28,17 @@ func Plan(members []sink.GroupMember) map[string][]string {
 			can[it.ID] = append(can[it.ID], i)
 		}
 	}
-	// The owner knows best: its report wins (an idle backfill worker weighs
-	// 0 there, and the busy weight elsewhere).
+	// A member that knows an item's weight beats those that assume one (a
+	// backfill worker of a stream that has gone live weighs 0 at a member
+	// that saw it go live, and the busy weight elsewhere); the owner knows
+	// best, its report wins.
+	for _, m := range members {
+		for _, it := range m.Items {
+			if it.Known {
+				weight[it.ID] = it.Weight
+			}
+		}
+	}
 	for _, m := range members {
 		for _, it := range m.Items {
 			if slices.Contains(m.Owned, it.ID) {

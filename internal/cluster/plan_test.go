@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -140,3 +142,36 @@ func TestPlanManyMembersManyStreams(t *testing.T) {
 	}
 	assert.LessOrEqual(t, hi-lo, 3, "loads %v", l)
 }
+
+// A backfill worker of a live stream that nobody owns (its owner left,
+// with stream c): m1 knows it is idle, m2 assumes it busy. The known weight
+// wins, so the plan spreads the streams evenly; assumed busy, it would
+// take m1's share of them, and once its run there reported 0 the next
+// plan would move a stream to m1: a hand-over for nothing.
+func TestPlanKnownWeightBeatsAssumed(t *testing.T) {
+	streams := map[string]int{"a": 1, "b": 1, "c": 1, "d": 1}
+	m1 := append(items(streams), sink.GroupItem{ID: "c#backfill.0", Weight: 0, Known: true})
+	m2 := append(items(streams), sink.GroupItem{ID: "c#backfill.0", Weight: 4})
+	ms := []sink.GroupMember{
+		{ID: "m1", Items: m1, Owned: []string{"a"}},
+		{ID: "m2", Items: m2, Owned: []string{"b"}},
+	}
+	plan := Plan(ms)
+	requireOneOwner(t, plan, []string{"a", "b", "c", "d", "c#backfill.0"})
+	l := loads(plan, streams)
+	assert.Equal(t, l["m1"], l["m2"], "%v", plan)
+
+	// Once the worker runs at its new owner and weighs 0 there, the plan
+	// stays: no stream moves.
+	for i := range ms {
+		ms[i].Owned = plan[ms[i].ID]
+		for j, it := range ms[i].Items {
+			if isWorker(it.ID) && slices.Contains(ms[i].Owned, it.ID) {
+				ms[i].Items[j].Weight = 0
+			}
+		}
+	}
+	assert.Equal(t, plan, Plan(ms))
+}
+
+func isWorker(id string) bool { return strings.Contains(id, "#backfill.") }

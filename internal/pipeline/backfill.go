@@ -62,6 +62,13 @@ type backfillPlan struct {
 // cluster member weighs it more then). Safe for concurrent use.
 func (r *Stream) Backfilling() bool { return r.backfilling.Load() }
 
+// GoneLive reports whether this run has seen the stream past its backfill:
+// the stream's own run once its backfill has handed over (or it had gone
+// live before), a backfill worker's once it found the stream live. A
+// stream that has gone live never backfills again, so none of its backfill
+// workers has anything to do. Safe for concurrent use.
+func (r *Stream) GoneLive() bool { return r.goneLive.Load() }
+
 // isFresh reports whether a checkpoint is that of a stream that has
 // published nothing live and has no hand-over yet.
 func isFresh(cp offsets.Checkpoint) bool {

@@ -195,6 +195,7 @@ func (r *Stream) workerOnce(ctx context.Context, k int) error {
 		switch {
 		case err == nil && !isFresh(cp):
 			r.log.Debug("backfill worker idle: the stream has gone live", "worker", k)
+			r.goneLive.Store(true)
 			return r.fenceWorker(ctx, k)
 		case err != nil && !errors.Is(err, offsets.ErrNotFound):
 			return fmt.Errorf("stream %s: backfill worker %d: loading the checkpoint: %w", r.cfg.ID, k, NoAnswer(StoreService(r.deps.Store), err))

@@ -54,7 +54,9 @@ func TestIdleBackfillWorkerFencesItsTransactionalID(t *testing.T) {
 	cfg := config.StreamConfig{ID: "c"}
 	cfg.Backfill.Enabled, cfg.Backfill.Workers = true, 2
 	r := New(cfg, Deps{Metrics: NewMetrics(nil), Kafka: kc, Store: store, ClusterBackfill: true})
+	require.False(t, r.GoneLive())
 	require.NoError(t, r.RunBackfillWorker(ctx, 1))
+	assert.True(t, r.GoneLive(), "the worker saw the stream live: its member reports every worker of the stream idle")
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, []string{sink.TransactionalID("idle", "c.backfill.1")}, inits)

@@ -262,6 +262,9 @@ type Stream struct {
 	backfillStart time.Time
 	// backfilling is set while the backfill runs (Backfilling).
 	backfilling atomic.Bool
+	// goneLive is set once this run has seen the stream past its backfill
+	// (GoneLive).
+	goneLive atomic.Bool
 	// worker is set on a cluster backfill worker (RunBackfillWorker).
 	worker bool
 	// bfProds are the backfill workers' producers, created in setup.
@@ -531,6 +534,7 @@ func (r *Stream) setup(ctx context.Context) error {
 			r.log.Debug("backfill not run: the stream has gone live", "cursor", cursorText(r.committed.Cursor()))
 			r.dropStalePlan(ctx)
 		}
+		r.goneLive.Store(true)
 		r.closeBackfillWorkers(ctx)
 	} else if r.cfg.Start != config.StartEarliest && r.cfg.Start != "" {
 		if isFresh(r.committed) {
