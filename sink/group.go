@@ -64,7 +64,8 @@ type GroupConfig struct {
 type GroupItem struct {
 	// ID names the item (a stream id).
 	ID string `json:"id"`
-	// Weight is its share of a member's load (at least 1).
+	// Weight is its share of a member's load (0: it adds none, as an idle
+	// backfill worker).
 	Weight int `json:"w"`
 	// Known marks a weight the member knows rather than assumes (an idle
 	// backfill worker of a stream it has seen go live): a planner prefers
