@@ -3,6 +3,7 @@ package sink
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -65,6 +66,8 @@ type Reader struct {
 	adm *kadm.Client
 	log *slog.Logger
 	dec kgo.Decompressor
+	// chunk is the slice process hands records to its callback in.
+	chunk []ReadRecord
 	// slowWait is how long a read waits for a partition to become stable
 	// before it logs the transaction that holds it (slowStableWait).
 	slowWait time.Duration
@@ -337,55 +340,79 @@ func (r *Reader) openTxn(ctx context.Context, topic string, partition int32, p k
 // but are not yet stable (commit markers still being written, or another
 // producer's transaction open on the partition) are waited for, within the
 // timeout. Spans on one partition are read in one pass, from the lowest
-// first to the highest last offset.
+// first to the highest last offset: a metadata request and the fetches
+// when the first fetch response shows the range retained and stable (the
+// usual case), and a listing of the partition's offsets first otherwise.
 func (r *Reader) ReadSpans(ctx context.Context, spans []Span) ([][]ReadRecord, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.ReadTimeout)
 	defer cancel()
 	type rng struct{ from, until int64 }
 	ranges := make(map[topicPartition]rng)
-	starts := make(map[string]map[int32]int64)
-	ends := make(map[string]map[int32]int64)
+	var order []topicPartition
 	for _, s := range spans {
 		if s.First < 0 || s.Last < s.First {
 			return nil, fmt.Errorf("reading back %s: invalid span (first must be >= 0 and <= last)", s)
-		}
-		if _, ok := starts[s.Topic]; !ok {
-			var err error
-			if starts[s.Topic], err = r.StartOffsets(ctx, s.Topic); err != nil {
-				return nil, fmt.Errorf("reading back %s: %w", s, err)
-			}
-			if ends[s.Topic], err = r.highWatermarks(ctx, s.Topic); err != nil {
-				return nil, fmt.Errorf("reading back %s: %w", s, err)
-			}
-		}
-		start, ok1 := starts[s.Topic][s.Partition]
-		hwm, ok2 := ends[s.Topic][s.Partition]
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("reading back %s: partition %d does not exist in topic %q (was the topic recreated with fewer partitions?)",
-				s, s.Partition, s.Topic)
-		}
-		if s.First < start {
-			return nil, &MissingRecordsError{Span: s, LogStart: start, End: hwm, Missing: min(start, s.Last+1) - s.First,
-				Reason: fmt.Sprintf("retention (or DeleteRecords) deleted offsets below %d of topic %q; the data topic's retention (retention.ms/retention.bytes) must exceed the stream's reorg retention window, or retractions cannot carry the original rows",
-					start, s.Topic)}
-		}
-		if s.Last >= hwm {
-			return nil, &MissingRecordsError{Span: s, LogStart: start, End: hwm, Missing: s.Last + 1 - max(hwm, s.First),
-				Reason: "the span reaches past the end of the partition: those records were never written, or the topic was deleted and recreated; the checkpoint does not match this topic"}
 		}
 		tp := topicPartition{s.Topic, s.Partition}
 		if cur, ok := ranges[tp]; ok {
 			ranges[tp] = rng{min(cur.from, s.First), max(cur.until, s.Last+1)}
 		} else {
 			ranges[tp] = rng{s.First, s.Last + 1}
+			order = append(order, tp)
 		}
 	}
-	fetched := make(map[topicPartition][]ReadRecord, len(ranges))
-	for tp, rg := range ranges {
-		// The records exist; wait until they are stable (the commit markers
-		// are written after EndTransaction returns): once per partition,
-		// up to its highest span, not once per span (a deep reorg's spans
-		// would cost a round of offset requests each).
+	type read struct {
+		recs          []ReadRecord
+		logStart, hwm int64 // the partition's log start and high watermark
+	}
+	fetched := make(map[topicPartition]read, len(ranges))
+	// The bounds of a topic's partitions, listed once per topic and only
+	// for a partition the direct read could not serve.
+	starts := make(map[string]map[int32]int64)
+	ends := make(map[string]map[int32]int64)
+	for _, tp := range order {
+		rg := ranges[tp]
+		// One pass per partition, from its lowest first to its highest
+		// last offset, not one per span (a deep reorg has a span per batch).
+		recs, logStart, hwm, ok := r.readStable(ctx, tp.topic, tp.partition, rg.from, rg.until)
+		if ok {
+			fetched[tp] = read{recs, logStart, hwm}
+			continue
+		}
+		// The direct read found the range not all there, or not yet
+		// stable: list the partition's bounds, name what is missing, and
+		// wait for the range to become stable (the commit markers are
+		// written after EndTransaction returns, and another producer's
+		// open transaction holds the partition back).
+		if _, ok := starts[tp.topic]; !ok {
+			var err error
+			if starts[tp.topic], err = r.StartOffsets(ctx, tp.topic); err != nil {
+				return nil, fmt.Errorf("reading back %s/%d[%d..%d]: %w", tp.topic, tp.partition, rg.from, rg.until-1, err)
+			}
+			if ends[tp.topic], err = r.highWatermarks(ctx, tp.topic); err != nil {
+				return nil, fmt.Errorf("reading back %s/%d[%d..%d]: %w", tp.topic, tp.partition, rg.from, rg.until-1, err)
+			}
+		}
+		start, ok1 := starts[tp.topic][tp.partition]
+		hwm, ok2 := ends[tp.topic][tp.partition]
+		for _, s := range spans {
+			if s.Topic != tp.topic || s.Partition != tp.partition {
+				continue
+			}
+			if !ok1 || !ok2 {
+				return nil, fmt.Errorf("reading back %s: partition %d does not exist in topic %q (was the topic recreated with fewer partitions?)",
+					s, s.Partition, s.Topic)
+			}
+			if s.First < start {
+				return nil, &MissingRecordsError{Span: s, LogStart: start, End: hwm, Missing: min(start, s.Last+1) - s.First,
+					Reason: fmt.Sprintf("retention (or DeleteRecords) deleted offsets below %d of topic %q; the data topic's retention (retention.ms/retention.bytes) must exceed the stream's reorg retention window, or retractions cannot carry the original rows",
+						start, s.Topic)}
+			}
+			if s.Last >= hwm {
+				return nil, &MissingRecordsError{Span: s, LogStart: start, End: hwm, Missing: s.Last + 1 - max(hwm, s.First),
+					Reason: "the span reaches past the end of the partition: those records were never written, or the topic was deleted and recreated; the checkpoint does not match this topic"}
+			}
+		}
 		if _, err := r.waitStable(ctx, tp.topic, tp.partition, rg.until); err != nil {
 			return nil, fmt.Errorf("reading back %s/%d[%d..%d]: %w", tp.topic, tp.partition, rg.from, rg.until-1, err)
 		}
@@ -393,22 +420,63 @@ func (r *Reader) ReadSpans(ctx context.Context, spans []Span) ([][]ReadRecord, e
 		if err != nil {
 			return nil, fmt.Errorf("reading back %s/%d[%d..%d]: %w", tp.topic, tp.partition, rg.from, rg.until-1, err)
 		}
-		fetched[tp] = recs
+		fetched[tp] = read{recs, start, hwm}
 	}
 	out := make([][]ReadRecord, len(spans))
 	for i, s := range spans {
-		recs := fetched[topicPartition{s.Topic, s.Partition}]
+		rd := fetched[topicPartition{s.Topic, s.Partition}]
+		recs := rd.recs
 		lo, _ := slices.BinarySearchFunc(recs, s.First, func(r ReadRecord, o int64) int { return cmp.Compare(r.Offset, o) })
 		hi, _ := slices.BinarySearchFunc(recs, s.Last+1, func(r ReadRecord, o int64) int { return cmp.Compare(r.Offset, o) })
 		got := recs[lo:hi:hi]
 		if len(got) == 0 || got[0].Offset != s.First || got[len(got)-1].Offset != s.Last {
-			return nil, &MissingRecordsError{Span: s, LogStart: starts[s.Topic][s.Partition], End: ends[s.Topic][s.Partition],
+			return nil, &MissingRecordsError{Span: s, LogStart: rd.logStart, End: rd.hwm,
 				Missing: s.Last - s.First + 1 - int64(len(got)),
 				Reason:  "records at the span's edges are absent although the offsets are retained: compaction removed them, or the span does not belong to this topic"}
 		}
 		out[i] = got
 	}
 	return out, nil
+}
+
+// readStable reads the committed records with from <= offset < until of a
+// partition in as few requests as it can: a metadata request for the
+// leader, then fetches, without listing offsets first. The first fetch
+// response carries the partition's log start offset, high watermark and
+// last stable offset; ok is false (and the caller lists and waits) unless
+// they show the whole range retained and stable, or when a request fails.
+func (r *Reader) readStable(ctx context.Context, topic string, partition int32, from, until int64) (recs []ReadRecord, logStart, hwm int64, ok bool) {
+	m, err := freshMetadata(ctx, r.cl, topic)
+	if err != nil {
+		return nil, 0, 0, false
+	}
+	leader, known := m.leaders[partition]
+	if !known || leader < 0 {
+		return nil, 0, 0, false
+	}
+	rp, err := r.fetchOnce(ctx, leader, topic, m.id, partition, from, until)
+	if err != nil || rp.ErrorCode != 0 || rp.LogStartOffset < 0 || rp.LogStartOffset > from ||
+		rp.HighWatermark < until || rp.LastStableOffset < until {
+		return nil, 0, 0, false
+	}
+	next, err := r.process(rp, topic, partition, from, until, func(chunk []ReadRecord) error {
+		recs = append(recs, chunk...)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, 0, false
+	}
+	if next < until {
+		// The response stopped short (fetch_max_bytes): the rest is
+		// stable too.
+		if err := r.fetchEach(ctx, topic, partition, next, until, 0, func(chunk []ReadRecord) error {
+			recs = append(recs, chunk...)
+			return nil
+		}); err != nil {
+			return nil, 0, 0, false
+		}
+	}
+	return recs, rp.LogStartOffset, rp.HighWatermark, true
 }
 
 // ControlBounds is the extent of the control topic's partition when read.
@@ -532,7 +600,6 @@ func (r *Reader) fetchEach(ctx context.Context, topic string, partition int32, f
 		next   = from
 		leader = int32(-1)
 		id     [16]byte
-		chunk  []ReadRecord
 	)
 	for next < until {
 		if leader < 0 {
@@ -578,26 +645,9 @@ func (r *Reader) fetchEach(ctx context.Context, topic string, partition int32, f
 		default:
 			return r.authError(fmt.Errorf("fetching %s/%d at %d: %w", topic, partition, next, perr), topic)
 		}
-		fp, after := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-			Offset:         next,
-			IsolationLevel: kgo.ReadCommitted(),
-			Topic:          topic,
-			Partition:      partition,
-		}, rp, r.dec, nil)
-		if fp.Err != nil {
-			return fmt.Errorf("decoding fetch of %s/%d at %d: %w", topic, partition, next, fp.Err)
-		}
-		chunk = chunk[:0]
-		for _, rec := range fp.Records {
-			if rec.Offset >= until {
-				break
-			}
-			chunk = append(chunk, toReadRecord(rec))
-		}
-		if len(chunk) > 0 {
-			if err := fn(chunk); err != nil {
-				return callbackError{err}
-			}
+		after, err := r.process(rp, topic, partition, next, until, fn)
+		if err != nil {
+			return err
 		}
 		if after <= next {
 			// No progress: the broker had nothing at next, although the
@@ -614,6 +664,68 @@ func (r *Reader) fetchEach(ctx context.Context, topic string, partition int32, f
 		next = after
 	}
 	return nil
+}
+
+// process decodes the records of a fetch response of topic/partition
+// from offset next and hands those below until to fn (in a slice it
+// reuses), and returns the offset to fetch from next. Record batches
+// that start at or after until are not decoded: a read of spans followed
+// by much data would otherwise decode all of it, up to fetch_max_bytes.
+// An error of fn is returned wrapped in a callbackError.
+func (r *Reader) process(rp *kmsg.FetchResponseTopicPartition, topic string, partition int32, next, until int64,
+	fn func([]ReadRecord) error) (int64, error) {
+	rp.RecordBatches = batchesBefore(rp.RecordBatches, until)
+	fp, after := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+		Offset:         next,
+		IsolationLevel: kgo.ReadCommitted(),
+		Topic:          topic,
+		Partition:      partition,
+	}, rp, r.dec, nil)
+	if fp.Err != nil {
+		return 0, fmt.Errorf("decoding fetch of %s/%d at %d: %w", topic, partition, next, fp.Err)
+	}
+	chunk := r.chunk[:0]
+	for _, rec := range fp.Records {
+		if rec.Offset >= until {
+			break
+		}
+		chunk = append(chunk, toReadRecord(rec))
+	}
+	r.chunk = chunk[:0]
+	if len(chunk) > 0 {
+		if err := fn(chunk); err != nil {
+			return 0, callbackError{err}
+		}
+	}
+	return after, nil
+}
+
+// batchesBefore returns the prefix of b (the record batches of a fetch
+// response) whose batches start below offset until. Every message format
+// begins with the same 12 bytes (the base offset, then the length of the
+// rest), but only a v2 batch's base offset is its first record's (a
+// compressed v0/v1 wrapper carries its last one's), so a batch of an older
+// format ends the trimming: it and what follows are kept.
+func batchesBefore(b []byte, until int64) []byte {
+	const (
+		headerLen = 12 // base offset, batch length
+		magicAt   = 16 // after the partition leader epoch
+	)
+	pos := 0
+	for len(b)-pos > magicAt {
+		if b[pos+magicAt] != 2 {
+			return b
+		}
+		if int64(binary.BigEndian.Uint64(b[pos:])) >= until {
+			return b[:pos]
+		}
+		n := int(int32(binary.BigEndian.Uint32(b[pos+8:])))
+		if n <= 0 || len(b)-pos-headerLen < n {
+			return b // a partial batch at the end, or garbage: the decoder says
+		}
+		pos += headerLen + n
+	}
+	return b
 }
 
 func (r *Reader) fetchOnce(ctx context.Context, leader int32, topic string, id [16]byte, partition int32, offset, until int64) (*kmsg.FetchResponseTopicPartition, error) {

@@ -1,25 +1,34 @@
 package sink
 
 import (
+	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestReadSpansWaitsOncePerPartition checks that reading back many spans of
-// one partition (a deep reorg's one-block batches) costs one round of
-// offset requests, not one per span: the log start, the high watermark and
-// one last stable offset that covers every span.
+// one partition (a deep reorg's one-block batches) costs one metadata
+// request and one fetch, not a round per span, and no offset requests: the
+// fetch response says the range is retained and stable.
 func TestReadSpansWaitsOncePerPartition(t *testing.T) {
 	c, cfg := newCluster(t)
-	var listOffsets atomic.Int32
+	var listOffsets, fetches atomic.Int32
 	c.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		listOffsets.Add(1)
+		return nil, nil, false
+	})
+	c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		fetches.Add(1)
 		return nil, nil, false
 	})
 	createTopic(t, cfg, "data", 1)
@@ -32,7 +41,13 @@ func TestReadSpansWaitsOncePerPartition(t *testing.T) {
 	}
 	require.Len(t, spans, batches)
 	r := newReader(t, cfg)
-	before := listOffsets.Load()
+	// Every transaction has ended: wait until its markers are written, so
+	// that the read below finds the range stable.
+	require.Eventually(t, func() bool {
+		lso, err := r.EndOffsets(testCtx(t), "data")
+		return err == nil && lso[0] > spans[len(spans)-1].Last
+	}, 5*time.Second, 5*time.Millisecond)
+	before, fetchesBefore := listOffsets.Load(), fetches.Load()
 	got, err := r.ReadSpans(testCtx(t), spans)
 	require.NoError(t, err)
 	require.Len(t, got, batches)
@@ -40,7 +55,72 @@ func TestReadSpansWaitsOncePerPartition(t *testing.T) {
 		require.Len(t, recs, 3, "span %d", i)
 		assert.Equal(t, spans[i].First, recs[0].Offset)
 	}
-	// The log start, the high watermark, and the last stable offset (one
-	// more if the commit markers were not all written at the first try).
-	assert.LessOrEqual(t, listOffsets.Load()-before, int32(4), "ListOffsets requests for %d spans of one partition", batches)
+	assert.Zero(t, listOffsets.Load()-before, "ListOffsets requests for %d stable spans of one partition", batches)
+	assert.Equal(t, int32(1), fetches.Load()-fetchesBefore, "fetches for %d spans of one partition", batches)
+}
+
+// TestReadSpansDecodesOnlyTheRange checks that a read back of spans
+// followed by much more data decodes only the record batches that reach
+// into the spans: the fetch returns up to fetch_max_bytes past them.
+func TestReadSpansDecodesOnlyTheRange(t *testing.T) {
+	_, cfg := newCluster(t)
+	cfg.Compression = CompressionLZ4
+	createTopic(t, cfg, "data", 1)
+	p := newProducer(t, cfg, "s", Deps{})
+	var spans []Span
+	for i := range 12 {
+		// One transaction, so one record batch, each: compressible values
+		// make every batch compressed, so the decompressor counts them.
+		com := produceBatches(t, p, "data", 50, fmt.Sprintf("b%d", i))
+		spans = append(spans, com.Groups[0].Spans...)
+	}
+	r := newReader(t, cfg)
+	dec := &countingDecompressor{Decompressor: r.dec}
+	r.dec = dec
+	for _, pick := range [][]Span{spans[:1], spans[3:5], spans[11:]} {
+		dec.n.Store(0)
+		got, err := r.ReadSpans(testCtx(t), pick)
+		require.NoError(t, err)
+		for i, recs := range got {
+			require.Len(t, recs, 50)
+			assert.Equal(t, pick[i].First, recs[0].Offset)
+			assert.Equal(t, pick[i].Last, recs[len(recs)-1].Offset)
+		}
+		assert.Equal(t, int32(len(pick)), dec.n.Load(), "batches decompressed to read back %v", pick)
+	}
+}
+
+// countingDecompressor counts the compressed batches it decompresses.
+type countingDecompressor struct {
+	kgo.Decompressor
+	n atomic.Int32
+}
+
+func (d *countingDecompressor) Decompress(src []byte, codec kgo.CompressionCodecType) ([]byte, error) {
+	if codec != kgo.CodecNone {
+		d.n.Add(1)
+	}
+	return d.Decompressor.Decompress(src, codec)
+}
+
+// TestBatchesBefore checks the trimming of a fetch response's record
+// batches at an offset, on batches of the v2 format and of an older one.
+func TestBatchesBefore(t *testing.T) {
+	batch := func(base int64, magic byte, body int) []byte {
+		b := make([]byte, 12+body)
+		binary.BigEndian.PutUint64(b, uint64(base))
+		binary.BigEndian.PutUint32(b[8:], uint32(body))
+		b[16] = magic
+		return b
+	}
+	v2 := slices.Concat(batch(0, 2, 60), batch(10, 2, 60), batch(20, 2, 60))
+	assert.Len(t, batchesBefore(v2, 5), 72, "the batch holding offset 4")
+	assert.Len(t, batchesBefore(v2, 10), 72, "a batch starting at until is cut")
+	assert.Len(t, batchesBefore(v2, 11), 144)
+	assert.Len(t, batchesBefore(v2, 100), 216)
+	assert.Empty(t, batchesBefore(v2, 0))
+	partial := v2[:150]
+	assert.Len(t, batchesBefore(partial, 100), 150, "a partial last batch is left to the decoder")
+	old := slices.Concat(batch(0, 1, 60), batch(10, 2, 60))
+	assert.Len(t, batchesBefore(old, 5), len(old), "a v1 message set is not trimmed")
 }
