@@ -37,6 +37,7 @@ type topicRecord struct {
 	lo, hi   uint64 // its batch's block range
 	schemaID int    // 0 for a tombstone
 	tomb     bool
+	value    []byte // nil for a tombstone
 }
 
 // readTopic reads topic read_committed from the start.
@@ -65,7 +66,7 @@ func (h *harness) readTopic(topic string) []topicRecord {
 					tr.hi, _ = strconv.ParseUint(b, 10, 64)
 				}
 			}
-			tr.tomb = r.Value == nil
+			tr.tomb, tr.value = r.Value == nil, r.Value
 			if r.Value != nil {
 				f, _, err := encode.ParseHeader(r.Value)
 				require.NoError(h.t, err)

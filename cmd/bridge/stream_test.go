@@ -14,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/linkedin/goavro/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/ops"
@@ -624,6 +626,46 @@ func TestRewind(t *testing.T) {
 	rep := h.verify()
 	requireClean(t, rep)
 	assert.Equal(t, res.Rows, rep.Retracted)
+	// The rewind's retractions say so: nothing else retracted here.
+	assert.Equal(t, map[string]int{"rewind": res.Rows}, h.retractionCauses(h.cfg.Streams[0].Topic))
+}
+
+// retractionCauses decodes the retractions (op d) of topic with goavro and
+// the registry's schemas, and counts them by their cause (source.cause, or
+// _amp_cause in the flat envelope).
+func (h *harness) retractionCauses(topic string) map[string]int {
+	h.t.Helper()
+	reg, err := sr.NewClient(sr.URLs(h.svc.registry))
+	require.NoError(h.t, err)
+	codecs := map[int]*goavro.Codec{}
+	out := map[string]int{}
+	for _, r := range h.readTopic(topic) {
+		if r.op != "d" || r.tomb {
+			continue
+		}
+		c := codecs[r.schemaID]
+		if c == nil {
+			s, err := reg.SchemaByID(h.t.Context(), r.schemaID)
+			require.NoError(h.t, err)
+			c, err = goavro.NewCodec(s.Schema)
+			require.NoError(h.t, err)
+			codecs[r.schemaID] = c
+		}
+		native, _, err := c.NativeFromBinary(r.value[5:]) // after the magic byte and the schema id
+		require.NoError(h.t, err)
+		// Debezium's source.cause, or the flat envelope's _amp_cause.
+		v, ok := native.(map[string]any)["_amp_cause"]
+		if src, isDebezium := native.(map[string]any)["source"].(map[string]any); isDebezium {
+			v, ok = src["cause"]
+		}
+		require.True(h.t, ok, "a retraction without a cause field")
+		cause := "null"
+		if u, ok := v.(map[string]any); ok {
+			cause, _ = u["string"].(string)
+		}
+		out[cause]++
+	}
+	return out
 }
 
 // TestRewindRecoversAReorgDeeperThanRetention: the stream stops with
@@ -695,6 +737,9 @@ func TestRunModes(t *testing.T) {
 			rep := h.verify()
 			requireClean(t, rep)
 			assert.Positive(t, rep.Retracted)
+			if m.retraction.Events() {
+				assert.Equal(t, map[string]int{"reorg": rep.Retracted}, h.retractionCauses(sc.Topic))
+			}
 		})
 	}
 }

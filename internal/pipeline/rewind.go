@@ -57,7 +57,7 @@ func (r *Stream) Rewind(ctx context.Context, batches []offsets.Batch, base offse
 			}
 		}
 	}
-	if err := r.retractAll(ctx, batches, func(b offsets.Batch, n int) {
+	if err := r.retractAll(ctx, batches, u.Cause, func(b offsets.Batch, n int) {
 		res.Batches++
 		res.Rows += n
 		u.BatchIDs = append(u.BatchIDs, b.ID)

@@ -217,6 +217,10 @@ type Stream struct {
 	encCfg      encode.Config
 	enc         *encode.Encoder
 	retractor   *encode.Retractor
+	// retractBuf is the free tail of the chunk retractions are written
+	// into (retractInto): records hold parts of chunks until acknowledged,
+	// and a chunk is never written twice, so it needs no owner.
+	retractBuf []byte
 	// labels are the stream's label files, read at its first start; join
 	// binds them to Amp's schema (nil without labels: labels.go).
 	labels *labels.Set
@@ -1087,7 +1091,7 @@ func (r *Stream) undoEvent(ctx context.Context, ev reorg.Event) (bool, error) {
 		}
 		batches = append(batches, b)
 	}
-	if err := r.retractAll(ctx, batches, func(b offsets.Batch, n int) {
+	if err := r.retractAll(ctx, batches, u.Cause, func(b offsets.Batch, n int) {
 		u.BatchIDs = append(u.BatchIDs, b.ID)
 		r.emit(Event{Kind: "retract", BatchID: b.ID, Ranges: b.Ranges, Rows: n})
 	}); err != nil {
@@ -1117,8 +1121,9 @@ const retractChunkRecords = 50_000
 // retractAll reads the committed batches back from Kafka, a chunk at a
 // time, and writes their retractions and tombstones into the open
 // transaction, telling done of each batch with its retracted rows, in
-// order.
-func (r *Stream) retractAll(ctx context.Context, batches []offsets.Batch, done func(b offsets.Batch, rows int)) error {
+// order. cause ("reorg" or "rewind") goes to each retraction's
+// source.cause.
+func (r *Stream) retractAll(ctx context.Context, batches []offsets.Batch, cause string, done func(b offsets.Batch, rows int)) error {
 	for len(batches) > 0 {
 		var spans []sink.Span
 		var ends []int // per batch of the chunk, the end of its spans
@@ -1156,7 +1161,7 @@ func (r *Stream) retractAll(ctx context.Context, batches []offsets.Batch, done f
 		}
 		from := 0
 		for i, b := range chunk {
-			n, err := r.retract(ctx, b, read[from:ends[i]])
+			n, err := r.retract(ctx, b, read[from:ends[i]], cause)
 			if err != nil {
 				return err
 			}
@@ -1169,14 +1174,16 @@ func (r *Stream) retractAll(ctx context.Context, batches []offsets.Batch, done f
 
 // retract writes the retractions and tombstones of a committed batch,
 // whose records read holds (one slice per span), into the open
-// transaction.
-func (r *Stream) retract(ctx context.Context, b offsets.Batch, read [][]sink.ReadRecord) (int, error) {
+// transaction, with cause as their source.cause.
+func (r *Stream) retract(ctx context.Context, b offsets.Batch, read [][]sink.ReadRecord, cause string) (int, error) {
 	if len(b.Spans) == 0 {
 		return 0, nil
 	}
 	headers := recordHeaders(r.cfg.ID, b.ID, "d", b.Ranges)
 	retract, tombstone := r.cfg.Retraction.Events(), r.cfg.Retraction.Tombstones()
-	now := r.deps.Now().UnixMilli()
+	// One timestamp for the batch's records, as on the data path.
+	at := r.deps.Now()
+	now := at.UnixMilli()
 	n := 0
 	for _, recs := range read {
 		for _, rec := range recs {
@@ -1194,28 +1201,54 @@ func (r *Stream) retract(ctx context.Context, b offsets.Batch, read [][]sink.Rea
 				if err := r.knowSchema(ctx, rec.Value); err != nil {
 					return n, fmt.Errorf("stream %s: loading the schema of %s/%d@%d to retract it: %w", r.cfg.ID, rec.Topic, rec.Partition, rec.Offset, err)
 				}
-				v, err := r.retractor.Retract(nil, rec.Value, now, "reorg")
+				v, err := r.retractInto(rec.Value, now, cause)
 				if err != nil {
 					return n, fmt.Errorf("stream %s: building the retraction of %s/%d@%d: %w", r.cfg.ID, rec.Topic, rec.Partition, rec.Offset, err)
 				}
-				if err := r.prod.Produce(ctx, sink.Record{Topic: rec.Topic, Key: rec.Key, Value: v, Headers: headers, Op: "d"}); err != nil {
+				if err := r.prod.Produce(ctx, sink.Record{Topic: rec.Topic, Key: rec.Key, Value: v, Headers: headers, Op: "d", Timestamp: at}); err != nil {
 					return n, r.txnError("producing retractions", err)
 				}
 			}
 			if tombstone && r.cfg.Key == config.KeyRow {
-				if err := r.prod.Produce(ctx, sink.Record{Topic: rec.Topic, Key: rec.Key, Headers: headers, Op: "tombstone"}); err != nil {
+				if err := r.prod.Produce(ctx, sink.Record{Topic: rec.Topic, Key: rec.Key, Headers: headers, Op: "tombstone", Timestamp: at}); err != nil {
 					return n, r.txnError("producing tombstones", err)
 				}
 			}
 		}
 	}
 	if tombstone && r.cfg.Key != config.KeyRow && n > 0 {
-		if err := r.prod.Produce(ctx, sink.Record{Topic: b.Spans[0].Topic, Key: []byte(b.ID), Headers: headers, Op: "tombstone"}); err != nil {
+		if err := r.prod.Produce(ctx, sink.Record{Topic: b.Spans[0].Topic, Key: []byte(b.ID), Headers: headers, Op: "tombstone", Timestamp: at}); err != nil {
 			return n, r.txnError("producing a tombstone", err)
 		}
 	}
 	r.deps.Metrics.retractions.WithLabelValues(r.cfg.ID).Add(float64(n))
 	return n, nil
+}
+
+// retractChunk is the size of the chunks retractions are written into.
+const retractChunk = 256 << 10
+
+// retractInto writes the retraction of orig (at tsMs, for cause) into the
+// stream's chunk and returns it: one allocation per chunk, not one per
+// record, for what the producer holds until it is acknowledged.
+func (r *Stream) retractInto(orig []byte, tsMs int64, cause string) ([]byte, error) {
+	// A retraction is its original's size but for op, ts_ms and the
+	// source's cause.
+	need := len(orig) + 64
+	if cap(r.retractBuf) < need {
+		r.retractBuf = make([]byte, 0, max(retractChunk, need))
+	}
+	v, err := r.retractor.Retract(r.retractBuf, orig, tsMs, cause)
+	if err != nil {
+		return nil, err
+	}
+	v = v[:len(v):len(v)]
+	if len(v) <= cap(r.retractBuf) {
+		r.retractBuf = r.retractBuf[len(v):len(v)]
+	} else {
+		r.retractBuf = nil // Retract grew past the chunk: v has its own array
+	}
+	return v, nil
 }
 
 // commit closes the open transaction at a watermark: control events with
