@@ -25,7 +25,7 @@ import (
 // Fault injection with kfake ControlKey: each branch of the transaction
 // error handling (style H10) has a test.
 
-func createTopic(t *testing.T, cfg Config, topic string, partitions int32) {
+func createTopic(t testing.TB, cfg Config, topic string, partitions int32) {
 	t.Helper()
 	a := newAdmin(t, cfg)
 	_, err := a.EnsureTopics(testCtx(t), TopicSpec{Name: topic, Kind: TopicData, Partitions: partitions, ReplicationFactor: 1})

@@ -22,11 +22,9 @@ import (
 // when Record.Op is empty.
 const HeaderOp = "amp-op"
 
-// Header is one Kafka record header.
-type Header struct {
-	Key   string
-	Value []byte
-}
+// Header is one Kafka record header. It is franz-go's, so that records
+// read back share the decoded headers instead of copying them.
+type Header = kgo.RecordHeader
 
 // Record is one record to produce. Key, Value and header values are opaque
 // bytes (the encoder produced them); the sink does not retain them after the
@@ -170,13 +168,11 @@ type Producer struct {
 	broken error // sticky ErrFenced / ErrUnknownOutcome
 	txn    *txn
 
-	// The headers of the previous record, as given and as franz-go's, and
-	// its op: the rows of a batch share their headers, which are converted
-	// once and then shared by the batch's records (franz-go only reads
-	// them).
-	hdrIn  []Header
-	hdrOut []kgo.RecordHeader
-	hdrOp  string
+	// The headers of the previous record (a copy) and its op: the rows of
+	// a batch share their headers, which are copied once and then shared
+	// by the batch's records (franz-go only reads them).
+	hdr   []Header
+	hdrOp string
 	// recs is a slab the records are taken from: one allocation per 256
 	// records instead of one each. A slab (and the keys and values its
 	// records point to) stays reachable until its last record is handed
@@ -556,34 +552,23 @@ func (t *txn) wait(ctx context.Context) (bool, error) {
 	}
 }
 
-// headers returns hs as franz-go's headers and the value of its amp-op
-// header: the previous record's when hs has the same keys and values.
-func (p *Producer) headers(hs []Header) ([]kgo.RecordHeader, string) {
-	if len(hs) == len(p.hdrIn) {
-		same := true
-		for i, h := range hs {
-			if h.Key != p.hdrIn[i].Key || !bytes.Equal(h.Value, p.hdrIn[i].Value) {
-				same = false
-				break
-			}
-		}
-		if same {
-			return p.hdrOut, p.hdrOp
-		}
+// headers returns a copy of hs (the caller may reuse hs) and the value of
+// its amp-op header: the previous record's when hs has the same keys and
+// values.
+func (p *Producer) headers(hs []Header) ([]Header, string) {
+	if slices.EqualFunc(hs, p.hdr, func(a, b Header) bool { return a.Key == b.Key && bytes.Equal(a.Value, b.Value) }) {
+		return p.hdr, p.hdrOp
 	}
-	out := make([]kgo.RecordHeader, len(hs))
 	op := ""
-	for i, h := range hs {
-		out[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+	for _, h := range hs {
 		if op == "" && h.Key == HeaderOp {
 			op = string(h.Value)
 		}
 	}
-	// hs may be reused by the caller: keep a copy of the slice (not of the
-	// value bytes, which records reference as before) to compare with.
-	p.hdrIn = append(p.hdrIn[:0], hs...)
-	p.hdrOut, p.hdrOp = out, op
-	return out, op
+	// The copy is of the slice, not of the value bytes, which records
+	// reference as before.
+	p.hdr, p.hdrOp = slices.Clone(hs), op
+	return p.hdr, op
 }
 
 func (t *txn) observe(g *group, r *kgo.Record) {

@@ -459,10 +459,7 @@ func (r *Reader) readStable(ctx context.Context, topic string, partition int32, 
 		rp.HighWatermark < until || rp.LastStableOffset < until {
 		return nil, 0, 0, false
 	}
-	next, err := r.process(rp, topic, partition, from, until, func(chunk []ReadRecord) error {
-		recs = append(recs, chunk...)
-		return nil
-	})
+	recs, next, err := r.appendDecoded(nil, rp, topic, partition, from, until)
 	if err != nil {
 		return nil, 0, 0, false
 	}
@@ -668,28 +665,13 @@ func (r *Reader) fetchEach(ctx context.Context, topic string, partition int32, f
 
 // process decodes the records of a fetch response of topic/partition
 // from offset next and hands those below until to fn (in a slice it
-// reuses), and returns the offset to fetch from next. Record batches
-// that start at or after until are not decoded: a read of spans followed
-// by much data would otherwise decode all of it, up to fetch_max_bytes.
-// An error of fn is returned wrapped in a callbackError.
+// reuses), and returns the offset to fetch from next. An error of fn is
+// returned wrapped in a callbackError.
 func (r *Reader) process(rp *kmsg.FetchResponseTopicPartition, topic string, partition int32, next, until int64,
 	fn func([]ReadRecord) error) (int64, error) {
-	rp.RecordBatches = batchesBefore(rp.RecordBatches, until)
-	fp, after := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-		Offset:         next,
-		IsolationLevel: kgo.ReadCommitted(),
-		Topic:          topic,
-		Partition:      partition,
-	}, rp, r.dec, nil)
-	if fp.Err != nil {
-		return 0, fmt.Errorf("decoding fetch of %s/%d at %d: %w", topic, partition, next, fp.Err)
-	}
-	chunk := r.chunk[:0]
-	for _, rec := range fp.Records {
-		if rec.Offset >= until {
-			break
-		}
-		chunk = append(chunk, toReadRecord(rec))
+	chunk, after, err := r.appendDecoded(r.chunk[:0], rp, topic, partition, next, until)
+	if err != nil {
+		return 0, err
 	}
 	r.chunk = chunk[:0]
 	if len(chunk) > 0 {
@@ -698,6 +680,48 @@ func (r *Reader) process(rp *kmsg.FetchResponseTopicPartition, topic string, par
 		}
 	}
 	return after, nil
+}
+
+// appendDecoded decodes the records of a fetch response of
+// topic/partition from offset next, appends those below until to recs,
+// and returns recs and the offset to fetch from next. Record batches that
+// start at or after until are not decoded: a read of spans followed by
+// much data would otherwise decode all of it, up to fetch_max_bytes. The
+// records' headers share one allocation per response (each record's is
+// capped to its own, so an append to one copies), as their keys and
+// values share the response's bytes.
+func (r *Reader) appendDecoded(recs []ReadRecord, rp *kmsg.FetchResponseTopicPartition, topic string, partition int32,
+	next, until int64) ([]ReadRecord, int64, error) {
+	rp.RecordBatches = batchesBefore(rp.RecordBatches, until)
+	fp, after := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+		Offset:         next,
+		IsolationLevel: kgo.ReadCommitted(),
+		Topic:          topic,
+		Partition:      partition,
+	}, rp, r.dec, nil)
+	if fp.Err != nil {
+		return recs, 0, fmt.Errorf("decoding fetch of %s/%d at %d: %w", topic, partition, next, fp.Err)
+	}
+	n := 0
+	for _, rec := range fp.Records {
+		if rec.Offset >= until {
+			break
+		}
+		n++
+	}
+	recs = slices.Grow(recs, n)
+	for _, rec := range fp.Records[:n] {
+		recs = append(recs, ReadRecord{
+			Topic:     rec.Topic,
+			Partition: rec.Partition,
+			Offset:    rec.Offset,
+			Key:       rec.Key,
+			Value:     rec.Value,
+			Headers:   rec.Headers,
+			Timestamp: rec.Timestamp,
+		})
+	}
+	return recs, after, nil
 }
 
 // batchesBefore returns the prefix of b (the record batches of a fetch
@@ -769,24 +793,6 @@ func (r *Reader) fetchOnce(ctx context.Context, leader int32, topic string, id [
 		}
 	}
 	return nil, fmt.Errorf("fetching %s/%d at %d: the response has no data for the partition", topic, partition, offset)
-}
-
-func toReadRecord(rec *kgo.Record) ReadRecord {
-	out := ReadRecord{
-		Topic:     rec.Topic,
-		Partition: rec.Partition,
-		Offset:    rec.Offset,
-		Key:       rec.Key,
-		Value:     rec.Value,
-		Timestamp: rec.Timestamp,
-	}
-	if len(rec.Headers) > 0 {
-		out.Headers = make([]Header, len(rec.Headers))
-		for i, h := range rec.Headers {
-			out.Headers[i] = Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	return out
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -507,11 +507,8 @@ func lastInsert(t *testing.T, s *stack) sink.ReadRecord {
 		})
 	}
 	require.NotNil(t, last, "the topic has no insert")
-	out := sink.ReadRecord{Topic: last.Topic, Partition: last.Partition, Offset: last.Offset, Key: last.Key, Value: last.Value}
-	for _, h := range last.Headers {
-		out.Headers = append(out.Headers, sink.Header{Key: h.Key, Value: h.Value})
-	}
-	return out
+	return sink.ReadRecord{Topic: last.Topic, Partition: last.Partition, Offset: last.Offset, Key: last.Key, Value: last.Value,
+		Headers: slices.Clone(last.Headers)}
 }
 
 // produceRaw writes one record outside any bridge transaction, to the
@@ -521,10 +518,7 @@ func produceRaw(t *testing.T, brokers []string, rec sink.ReadRecord) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	require.NoError(t, err)
 	defer cl.Close()
-	kr := &kgo.Record{Topic: rec.Topic, Partition: rec.Partition, Key: rec.Key, Value: rec.Value}
-	for _, h := range rec.Headers {
-		kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-	}
+	kr := &kgo.Record{Topic: rec.Topic, Partition: rec.Partition, Key: rec.Key, Value: rec.Value, Headers: slices.Clone(rec.Headers)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, cl.ProduceSync(ctx, kr).FirstErr())
