@@ -3,7 +3,10 @@ package encode
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
+	"strings"
 
+	"github.com/hamba/avro/v2"
 	"github.com/linkedin/goavro/v2"
 )
 
@@ -43,14 +46,135 @@ func SingleObjectFraming(schema string) (Framing, error) {
 	return Framing{kind: framingSingleObject, fingerprint: fp}, nil
 }
 
-// Fingerprint returns the CRC-64-AVRO fingerprint of the Parsing Canonical
-// Form of schema, as the Avro specification defines it.
-func Fingerprint(schema string) (uint64, error) {
+// EarlierSingleObjectFramings returns the single-object framings that
+// bridges before this one wrote for schema where they differ from
+// SingleObjectFraming's, so that their records can still be read and
+// retracted: those took the Parsing Canonical Form from goavro, which
+// gives a nested named type with a namespace of its own a full name that
+// also carries the enclosing type's (every envelope's Value and Source),
+// unlike the specification and every other Avro implementation.
+func EarlierSingleObjectFramings(schema string) []Framing {
 	c, err := goavro.NewCodec(schema)
 	if err != nil {
-		return 0, fmt.Errorf("parsing schema for its fingerprint: %w", err)
+		return nil
 	}
-	return CRC64Avro([]byte(c.CanonicalSchema())), nil
+	now, err := Fingerprint(schema)
+	if fp := CRC64Avro([]byte(c.CanonicalSchema())); err == nil && fp != now {
+		return []Framing{{kind: framingSingleObject, fingerprint: fp}}
+	}
+	return nil
+}
+
+// Fingerprint returns the CRC-64-AVRO fingerprint of the Parsing Canonical
+// Form of schema, as the Avro specification defines it (and Java's
+// SchemaNormalization and fastavro compute it).
+func Fingerprint(schema string) (uint64, error) {
+	c, err := CanonicalForm(schema)
+	if err != nil {
+		return 0, err
+	}
+	return CRC64Avro([]byte(c)), nil
+}
+
+// CanonicalForm returns the Parsing Canonical Form of schema: full names,
+// only the attributes that parsing needs (name, type, fields, symbols,
+// items, values, size) in that order, a primitive as its name, each named
+// type defined once. hamba/avro parses (it resolves names and namespaces
+// as the specification says, with a cache of its own so that names of
+// other schemas do not resolve), but its own form keeps logical types,
+// and goavro's gives a nested named type with a namespace of its own a
+// name that also carries the enclosing one's; both differ from Java's.
+func CanonicalForm(schema string) (string, error) {
+	s, err := avro.ParseWithCache(schema, "", &avro.SchemaCache{})
+	if err != nil {
+		return "", fmt.Errorf("parsing schema for its canonical form: %w", err)
+	}
+	var b strings.Builder
+	if err := writeCanonical(&b, s, map[string]bool{}); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+func writeCanonical(b *strings.Builder, s avro.Schema, defined map[string]bool) error {
+	name := func(n avro.NamedSchema) bool {
+		if defined[n.FullName()] {
+			b.WriteString(strconv.Quote(n.FullName()))
+			return true
+		}
+		defined[n.FullName()] = true
+		b.WriteString(`{"name":` + strconv.Quote(n.FullName()))
+		return false
+	}
+	switch s := s.(type) {
+	case *avro.RefSchema:
+		b.WriteString(strconv.Quote(s.Schema().FullName()))
+	case *avro.RecordSchema:
+		if name(s) {
+			return nil
+		}
+		kind := "record"
+		if s.IsError() {
+			kind = "error"
+		}
+		b.WriteString(`,"type":"` + kind + `","fields":[`)
+		for i, f := range s.Fields() {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(`{"name":` + strconv.Quote(f.Name()) + `,"type":`)
+			if err := writeCanonical(b, f.Type(), defined); err != nil {
+				return err
+			}
+			b.WriteByte('}')
+		}
+		b.WriteString("]}")
+	case *avro.EnumSchema:
+		if name(s) {
+			return nil
+		}
+		b.WriteString(`,"type":"enum","symbols":[`)
+		for i, sym := range s.Symbols() {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Quote(sym))
+		}
+		b.WriteString("]}")
+	case *avro.FixedSchema:
+		if name(s) {
+			return nil
+		}
+		b.WriteString(`,"type":"fixed","size":` + strconv.Itoa(s.Size()) + "}")
+	case *avro.ArraySchema:
+		b.WriteString(`{"type":"array","items":`)
+		if err := writeCanonical(b, s.Items(), defined); err != nil {
+			return err
+		}
+		b.WriteByte('}')
+	case *avro.MapSchema:
+		b.WriteString(`{"type":"map","values":`)
+		if err := writeCanonical(b, s.Values(), defined); err != nil {
+			return err
+		}
+		b.WriteByte('}')
+	case *avro.UnionSchema:
+		b.WriteByte('[')
+		for i, t := range s.Types() {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if err := writeCanonical(b, t, defined); err != nil {
+				return err
+			}
+		}
+		b.WriteByte(']')
+	case *avro.PrimitiveSchema, *avro.NullSchema:
+		b.WriteString(strconv.Quote(string(s.Type())))
+	default:
+		return fmt.Errorf("canonical form: schema type %s (%T) is not supported", s.Type(), s)
+	}
+	return nil
 }
 
 // ID returns the registry schema id and true for Confluent framing.

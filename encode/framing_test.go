@@ -1,6 +1,8 @@
 package encode
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/linkedin/goavro/v2"
@@ -30,6 +32,41 @@ func TestCRC64AvroVectors(t *testing.T) {
 		fp, err := Fingerprint(s)
 		require.NoError(t, err)
 		assert.Equal(t, c.Rabin, fp)
+	}
+}
+
+// TestCanonicalFormIsJavas: the Parsing Canonical Form and fingerprint of
+// testdata/canonical.avsc (nested records with namespaces of their own and
+// inherited ones, references, logical types, enum, fixed, array, map,
+// recursion, docs, defaults and aliases to strip) are those Apache Avro
+// 1.12.2's Java SchemaNormalization computed (toParsingForm into
+// testdata/canonical.java.pcf, parsingFingerprint64 below; fastavro 1.13.1
+// computes the same), and the envelopes' differ from goavro's, which
+// earlier bridges wrote (EarlierSingleObjectFramings).
+func TestCanonicalFormIsJavas(t *testing.T) {
+	schema, err := os.ReadFile(filepath.Join("testdata", "canonical.avsc"))
+	require.NoError(t, err)
+	want, err := os.ReadFile(filepath.Join("testdata", "canonical.java.pcf"))
+	require.NoError(t, err)
+	got, err := CanonicalForm(string(schema))
+	require.NoError(t, err)
+	assert.Equal(t, string(want), got)
+	fp, err := Fingerprint(string(schema))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(0x5609fffcbc6fadf5), fp, "Java's parsingFingerprint64")
+	so, err := SingleObjectFraming(string(schema))
+	require.NoError(t, err)
+	earlier := EarlierSingleObjectFramings(string(schema))
+	require.Len(t, earlier, 1)
+	assert.NotEqual(t, so, earlier[0])
+	c, err := goavro.NewCodec(string(schema))
+	require.NoError(t, err)
+	efp, _ := earlier[0].SchemaFingerprint()
+	assert.Equal(t, CRC64Avro([]byte(c.CanonicalSchema())), efp, "goavro's fingerprint, as earlier bridges wrote")
+	// The control topic's schemas have the same fingerprint either way:
+	// their framing did not change.
+	for _, s := range []string{schemas.Source(), schemas.Watermark(), schemas.Undo()} {
+		assert.Empty(t, EarlierSingleObjectFramings(s))
 	}
 }
 

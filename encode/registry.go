@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/linkedin/goavro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
 )
 
@@ -73,10 +72,13 @@ func isNotFound(err error) bool {
 	return false
 }
 
+// sameCanonical reports whether a and b have the same Parsing Canonical
+// Form: a registry may return a schema in a form of its own (Apicurio
+// drops inherited namespaces and reorders attributes).
 func sameCanonical(a, b string) bool {
-	ca, err1 := goavro.NewCodec(a)
-	cb, err2 := goavro.NewCodec(b)
-	return err1 == nil && err2 == nil && ca.CanonicalSchema() == cb.CanonicalSchema()
+	fa, err1 := Fingerprint(a)
+	fb, err2 := Fingerprint(b)
+	return err1 == nil && err2 == nil && fa == fb
 }
 
 // Ping lists the registry's subjects: the connection, TLS and credentials

@@ -1,10 +1,13 @@
 """Decode Confluent-framed Avro records with fastavro (an independent,
 non-Go Avro implementation) and print them as normalised JSON.
 
-Usage: fastavro_decode.py SCHEMA.avsc RECORDS.bin SCHEMA_ID
+Usage: fastavro_decode.py SCHEMA.avsc RECORDS.bin SCHEMA_ID|single-object
 
 RECORDS.bin holds records as a 4-byte big-endian length followed by the
-framed record (magic 0, 4-byte big-endian schema id, Avro body). The output
+framed record: magic 0, 4-byte big-endian schema id, Avro body (Confluent);
+or, with single-object, C3 01, the 8-byte little-endian CRC-64-AVRO
+fingerprint of the schema's Parsing Canonical Form as fastavro computes it,
+Avro body. The output
 is a JSON list with one object per record, normalised as the Go test does:
 bytes and fixed as "hex:<hex>", decimals as the decimal string of the
 unscaled integer, timestamp-micros/millis datetimes as integers in their
@@ -19,6 +22,7 @@ import struct
 import sys
 
 import fastavro
+import fastavro.schema
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
@@ -46,9 +50,14 @@ def norm(v):
 
 
 def main():
-    schema_path, records_path, schema_id = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    schema_path, records_path, framing = sys.argv[1], sys.argv[2], sys.argv[3]
     with open(schema_path) as f:
         schema = fastavro.parse_schema(json.load(f))
+    if framing == "single-object":
+        fp = fastavro.schema.fingerprint(fastavro.schema.to_parsing_canonical_form(schema), "CRC-64-AVRO")
+        header = b"\xc3\x01" + bytes.fromhex(fp)
+    else:
+        header = b"\x00" + struct.pack(">I", int(framing))
     with open(records_path, "rb") as f:
         data = f.read()
     out, pos = [], 0
@@ -56,13 +65,12 @@ def main():
         (n,) = struct.unpack(">I", data[pos : pos + 4])
         rec = data[pos + 4 : pos + 4 + n]
         pos += 4 + n
-        magic, sid = rec[0], struct.unpack(">I", rec[1:5])[0]
-        if magic != 0 or sid != schema_id:
-            raise SystemExit(f"record {len(out)}: header {rec[:5].hex()} is not Confluent magic 0 + id {schema_id}")
-        body = io.BytesIO(rec[5:])
+        if rec[: len(header)] != header:
+            raise SystemExit(f"record {len(out)}: header {rec[:len(header)].hex()} is not {header.hex()} ({framing})")
+        body = io.BytesIO(rec[len(header) :])
         value = fastavro.schemaless_reader(body, schema)
-        if body.tell() != len(rec) - 5:
-            raise SystemExit(f"record {len(out)}: {len(rec) - 5 - body.tell()} trailing bytes")
+        if body.tell() != len(rec) - len(header):
+            raise SystemExit(f"record {len(out)}: {len(rec) - len(header) - body.tell()} trailing bytes")
         out.append(norm(value))
     json.dump(out, sys.stdout)
 

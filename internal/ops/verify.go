@@ -502,6 +502,7 @@ type codecCache struct {
 	local    *writerSchema
 	localErr error
 	localFP  encode.Framing
+	earlier  []encode.Framing // the local schema's framings by earlier bridges
 	byID     map[int]*writerSchema
 	registry *encode.Registry
 }
@@ -510,6 +511,7 @@ func newCodecCache(valueSchema string, reg *encode.Registry) *codecCache {
 	c := &codecCache{byID: map[int]*writerSchema{}, registry: reg}
 	c.local, c.localErr = newWriterSchema(valueSchema)
 	c.localFP, _ = encode.SingleObjectFraming(valueSchema)
+	c.earlier = encode.EarlierSingleObjectFramings(valueSchema)
 	return c
 }
 
@@ -535,7 +537,7 @@ func (c *codecCache) decode(ctx context.Context, value []byte) (decodedEvent, er
 		}
 		return decodeWith(ws, body)
 	}
-	if f != c.localFP {
+	if f != c.localFP && !slices.Contains(c.earlier, f) {
 		return decodedEvent{}, fmt.Errorf("record written with schema %s, which the stream's current schema is not", f)
 	}
 	if c.local == nil {

@@ -620,6 +620,15 @@ func (r *Stream) setupTopic(ctx context.Context, networks []string) error {
 	if err := r.retractor.Add(enc.ValueFraming(), enc.Schemas().Value); err != nil {
 		return err
 	}
+	if r.deps.Registry == nil {
+		// The records earlier bridges wrote carry the fingerprint they
+		// computed: a reorg may retract them.
+		for _, f := range encode.EarlierSingleObjectFramings(enc.Schemas().Value) {
+			if err := r.retractor.Add(f, enc.Schemas().Value); err != nil {
+				return err
+			}
+		}
+	}
 	if err := r.learnSchemas(ctx); err != nil {
 		return err
 	}
