@@ -165,11 +165,14 @@ bench-go:
 # The memory part (test/perf TestMemory, DIR/memory/memory.json) runs each case 3 times and
 # reports the median peak RSS (≈6 min; the slope cases run 15,000 blocks each); the cost-per-stream part (test/perf TestStreamsCost,
 # DIR/streams_cost/streams_cost.json) runs the bridge with 1, 10 and 100 idle streams, 30 s
-# of idle CPU each, then 300 blocks mined for all at once (≈3 min).
+# of idle CPU each, then 300 blocks mined for all at once (≈3 min). The read-back part (sink
+# BenchmarkReadBack, ≈10 s) decodes a depth-128 reorg's fetch response as the bridge does,
+# beside franz-go's decode of it alone.
 BENCH_OUT := $(CURDIR)/.local/bench
 ifeq ($(BENCH_SMOKE),1)
 BENCH_ENCODE_FLAGS ?= -count 1 -benchtime 20x
 BENCH_RECOVER_FLAGS ?= -benchtime 2x
+BENCH_READBACK_FLAGS ?= -count 1 -benchtime 2x
 BENCH_E2E_FLAGS ?= -perf.broker-warmup 3s -perf.warmup 5s -perf.run 5s -perf.runs 1 -perf.peer-warmup 2s -perf.python-run 5s -perf.capture 20000
 BENCH_LATENCY_FLAGS ?= -perf.reorg-samples 3 -perf.reorg-samples-deep 2 -perf.restart-samples 2
 BENCH_TAKEOVER_FLAGS ?= -perf.takeover-kills 3
@@ -179,6 +182,7 @@ BENCH_STAR_FLAGS ?= -perf.warmup 3s -perf.run 3s -perf.runs 1
 else
 BENCH_ENCODE_FLAGS ?= -count 5
 BENCH_RECOVER_FLAGS ?= -benchtime 20x
+BENCH_READBACK_FLAGS ?= -count 7 -benchtime 50x
 BENCH_E2E_FLAGS ?= -perf.broker-warmup 45s -perf.warmup 60s -perf.run 30s -perf.runs 3 -perf.peer-warmup 15s -perf.python-run 60s
 BENCH_LATENCY_FLAGS ?= -perf.reorg-samples 100 -perf.reorg-samples-deep 20 -perf.restart-samples 10
 BENCH_TAKEOVER_FLAGS ?= -perf.takeover-kills 20
@@ -192,29 +196,31 @@ bench:
 	@set -a; . .local/bench.env; . .local/venv.env; set +a; \
 	out=$(BENCH_OUT); rm -rf $$out; mkdir -p $$out; start=$$SECONDS; failed=; \
 	load() { echo "load: $$(cut -d' ' -f1-3 /proc/loadavg)"; }; \
-	echo "== [1/9] encoder: hot path, hamba, goavro (encode.txt)"; \
+	echo "== [1/10] encoder: hot path, hamba, goavro (encode.txt)"; \
 	{ load; $(GO) test -run '^$$' -bench Encode -benchmem -cpu 1 $(BENCH_ENCODE_FLAGS) ./encode/; load; } | tee $$out/encode.txt || failed+=" encoder"; \
-	echo "== [2/9] Redis-less start over 100,000 control events (recover.txt)"; \
+	echo "== [2/10] Redis-less start over 100,000 control events (recover.txt)"; \
 	{ load; $(GO) test -run '^$$' -bench 'RecoverRedisLess/kafka/events=100000' $(BENCH_RECOVER_FLAGS) ./internal/pipeline/; load; } | tee $$out/recover.txt || failed+=" recovery"; \
-	echo "== [3/9] memory: peak RSS through a catch-up, the microbatch slope, a backfill, 100 streams (memory/memory.json)"; \
+	echo "== [3/10] decoding a depth-128 reorg's read back beside franz-go's decode (readback.txt)"; \
+	{ load; $(GO) test -run '^$$' -bench 'ReadBack' -benchmem $(BENCH_READBACK_FLAGS) ./sink/; load; } | tee $$out/readback.txt || failed+=" read-back"; \
+	echo "== [4/10] memory: peak RSS through a catch-up, the microbatch slope, a backfill, 100 streams (memory/memory.json)"; \
 	mkdir -p $$out/memory; \
 	$(GO) test -run '^TestMemory$$' -count=1 -v -timeout 1h ./test/perf/ -perf.memory -perf.out $$out/memory $(BENCH_MEMORY_FLAGS) || failed+=" memory"; \
-	echo "== [4/9] cost per stream: RSS and idle CPU with 1, 10, 100 streams, fairness (streams_cost/streams_cost.json)"; \
+	echo "== [5/10] cost per stream: RSS and idle CPU with 1, 10, 100 streams, fairness (streams_cost/streams_cost.json)"; \
 	mkdir -p $$out/streams_cost; \
 	$(GO) test -run '^TestStreamsCost$$' -count=1 -v -timeout 1h ./test/perf/ -perf.streams-cost -perf.out $$out/streams_cost $(BENCH_STREAMS_COST_FLAGS) || failed+=" streams-cost"; \
-	echo "== [5/9] end to end on Apache Kafka: the bridge and its peers (e2e.json)"; \
+	echo "== [6/10] end to end on Apache Kafka: the bridge and its peers (e2e.json)"; \
 	$(GO) test -run '^TestThroughput$$' -count=1 -v -timeout 2h ./test/perf/ -perf.e2e -perf.configs kafka/p1,kafka/p6 \
 		-perf.peers $(BENCH_PEERS) -perf.out $$out/e2e -perf.json $$out/e2e.json $(BENCH_E2E_FLAGS) || failed+=" end-to-end"; \
-	echo "== [6/9] SELECT * beside the 15-column query on kfake (star.json)"; \
+	echo "== [7/10] SELECT * beside the 15-column query on kfake (star.json)"; \
 	$(GO) test -run '^TestThroughput$$' -count=1 -v -timeout 1h ./test/perf/ -perf.e2e -perf.configs kfake/p1,kfake/p1/star \
 		-perf.peers '' -perf.out $$out/star -perf.json $$out/star.json $(BENCH_STAR_FLAGS) || failed+=" select-star"; \
-	echo "== [7/9] reorg and restart latency (latency.json)"; \
+	echo "== [8/10] reorg and restart latency (latency.json)"; \
 	$(GO) test -run '^TestLatency$$' -count=1 -v -timeout 1h ./test/perf/ -perf.latency -perf.out $$out \
 		-perf.latency-json $$out/latency.json $(BENCH_LATENCY_FLAGS) || failed+=" latency"; \
-	echo "== [8/9] cluster mode: takeover after kill -9, rolling restart, the bare franz-go group failover (takeover.json)"; \
+	echo "== [9/10] cluster mode: takeover after kill -9, rolling restart, the bare franz-go group failover (takeover.json)"; \
 	$(GO) test -run '^TestTakeover$$' -count=1 -v -timeout 1h ./test/perf/ -perf.takeover -perf.out $$out \
 		-perf.takeover-json $$out/takeover.json $(BENCH_TAKEOVER_FLAGS) || failed+=" takeover"; \
-	echo "== [9/9] report"; \
+	echo "== [10/10] report"; \
 	$(GO) test -run '^TestBenchReport$$' -count=1 -v ./test/perf/ -perf.report $$out \
 		-perf.report-md $(CURDIR)/BENCHMARKS.md -perf.report-json $(CURDIR)/BENCHMARKS.json; \
 	echo "== make bench done in $$((SECONDS - start)) s: BENCHMARKS.md, BENCHMARKS.json (parts, logs and profiles in $$out)"; \

@@ -52,8 +52,33 @@ type latencyResult struct {
 	// simulator) to deliver the rest of the replacement microbatch after
 	// the detection: in the figure, but not the bridge's own time.
 	AmpWaitMs []float64 `json:"amp_wait_ms,omitempty"`
-	Load      string    `json:"load_average"`
-	Broker    string    `json:"broker"`
+	// OwnP50Ms and OwnP99Ms are the quantiles of each reorg's figure
+	// less its AmpWaitMs: the bridge's own part (set with AmpWaitMs).
+	OwnP50Ms float64 `json:"own_p50_ms,omitempty"`
+	OwnP99Ms float64 `json:"own_p99_ms,omitempty"`
+	// Peer is a bare franz-go transactional producer writing, after each
+	// reorg, the records of the bridge's reorg transaction (reorgs only).
+	Peer   *latencyPeer `json:"peer,omitempty"`
+	Load   string       `json:"load_average"`
+	Broker string       `json:"broker"`
+}
+
+// latencyPeer is the peer of a reorg latency figure: per reorg, the records
+// the bridge's reorg transaction wrote to the data topic (its retractions
+// and replacement rows, read back read_committed), produced again by a bare
+// franz-go transactional producer with the bridge's producer settings into
+// a topic of its own on the same broker, timed from BeginTransaction to the
+// end of the commit. It does what no bridge can skip (the same bytes in one
+// Kafka transaction) and nothing else: no read-back, no encoding, no wait
+// for Amp, no control event, no checkpoint.
+type latencyPeer struct {
+	Method  string    `json:"method"`
+	P50Ms   float64   `json:"p50_ms"`
+	P99Ms   float64   `json:"p99_ms"`
+	MaxMs   float64   `json:"max_ms"`
+	AllMs   []float64 `json:"all_ms"`
+	Records float64   `json:"records_median"`
+	Bytes   float64   `json:"bytes_median"`
 }
 
 // latencyFile is what -perf.latency-json holds.
@@ -112,6 +137,16 @@ func TestLatency(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	_, err = adm.CreateTopic(t.Context(), 1, 1, map[string]*string{"cleanup.policy": new("delete")}, topic)
 	require.NoError(t, err)
+	peerTopic := name + ".peer"
+	_, err = adm.CreateTopic(t.Context(), 1, 1, map[string]*string{"cleanup.policy": new("delete")}, peerTopic)
+	require.NoError(t, err)
+	// The peer has the bridge's producer settings (sink's defaults and
+	// compression: none below).
+	peer, err := kgo.NewClient(kgo.SeedBrokers(br.addr), kgo.TransactionalID(name+"-peer"), kgo.DefaultProduceTopic(peerTopic),
+		kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedBytes(32<<20),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	require.NoError(t, err)
+	t.Cleanup(peer.Close)
 	cfg := fmt.Sprintf(`amp:
   addr: %s
   reconnect_min: 50ms
@@ -199,7 +234,7 @@ streams:
 
 	var results []latencyResult
 	for _, depth := range []int{10, 128} {
-		var ms, rows, amp, own []float64
+		var ms, rows, amp, own, peerMs, peerRecs, peerBytes []float64
 		samples := *flagReorgSamples
 		if depth > 10 {
 			samples = *flagReorgDeep
@@ -214,6 +249,7 @@ streams:
 				caughtUp()
 			}
 			logs.skip()
+			from := highWater()
 			require.NoError(t, sim.Reorg(depth, depth+1))
 			deadline := time.Now().Add(time.Minute)
 			for {
@@ -228,6 +264,11 @@ streams:
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
+			recs := committedRecords(t, br.addr, topic, from, highWater())
+			took, size := replayInTransaction(t, peer, recs)
+			peerMs = append(peerMs, took.Seconds()*1000)
+			peerRecs = append(peerRecs, float64(len(recs)))
+			peerBytes = append(peerBytes, float64(size))
 		}
 		r := latencyOf(fmt.Sprintf("reorg-depth-%d", depth), ms, brokerName)
 		r.Method = fmt.Sprintf("reorg of the last %d blocks (one-block batches, %d new blocks) at the tip, SELECT * at %d tx/block: the bridge's \"reorg\" log line (detection) "+
@@ -238,16 +279,28 @@ streams:
 		if logs.ampSeen {
 			r.AmpWaitMs = amp
 		}
-		results = append(results, r)
+		pr := latencyOf(r.Name, peerMs, brokerName)
+		r.Peer = &latencyPeer{
+			Method: "after each reorg, the records the bridge's reorg transaction wrote to the data topic (retractions and replacement rows, read back " +
+				"read_committed) produced again by a bare franz-go transactional producer with the bridge's producer settings (linger 5 ms, 1 MiB batches, " +
+				"no compression, acks all) into a 1-partition topic of its own on the same broker, BeginTransaction to the end of the commit; " +
+				"no read-back, encoding, wait for Amp, control event or checkpoint",
+			P50Ms: pr.P50Ms, P99Ms: pr.P99Ms, MaxMs: pr.MaxMs, AllMs: peerMs,
+			Records: median(peerRecs), Bytes: median(peerBytes),
+		}
 		t.Logf("%s: p50 %.1f ms, p99 %.1f ms, max %.1f ms over %d reorgs (%.0f replacement rows in the commit, median); load %s", r.Name, r.P50Ms, r.P99Ms, r.MaxMs, r.Samples, r.Rows, r.Load)
+		t.Logf("%s peer (franz-go, the same %.0f records, %.0f bytes, in one transaction): p50 %.1f ms, p99 %.1f ms", r.Name, r.Peer.Records, r.Peer.Bytes, r.Peer.P50Ms, r.Peer.P99Ms)
 		// The window includes Amp delivering the replacement microbatch
 		// (here the simulator, in this process, on the same cores): the
 		// bridge's own part is the rest.
 		if !logs.ampSeen {
+			results = append(results, r)
 			t.Logf("%s: the bridge logs no \"replacement complete\" line (built before it): no split of Amp's part", r.Name)
 			continue
 		}
 		ownR := latencyOf(r.Name, own, brokerName)
+		r.OwnP50Ms, r.OwnP99Ms = ownR.P50Ms, ownR.P99Ms
+		results = append(results, r)
 		t.Logf("%s without waiting for Amp (the bridge's own part): p50 %.1f ms, p99 %.1f ms; waited for Amp: p50 %.1f ms",
 			r.Name, ownR.P50Ms, ownR.P99Ms, latencyOf(r.Name, amp, brokerName).P50Ms)
 	}
@@ -357,6 +410,88 @@ func latencyOf(name string, ms []float64, broker string) latencyResult {
 	slices.Sort(s)
 	return latencyResult{Name: name, Samples: len(s), P50Ms: quantile(s, 0.5), P99Ms: quantile(s, 0.99), MaxMs: s[len(s)-1],
 		AllMs: ms, Load: loadAvg(), Broker: broker}
+}
+
+// median is the median of s (0 if empty).
+func median(s []float64) float64 {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return quantile(c, 0.5)
+}
+
+// committedRecords reads the committed records of partition 0 of topic in
+// [from, until) with a read_committed consumer of its own.
+func committedRecords(t *testing.T, addr, topic string, from, until int64) []*kgo.Record {
+	t.Helper()
+	if from >= until {
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(from)}}),
+		kgo.FetchMaxWait(20*time.Millisecond))
+	require.NoError(t, err)
+	defer cl.Close()
+	var out []*kgo.Record
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		require.NoError(t, t.Context().Err())
+		n := 0
+		done := false
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			// The partition's last stable offset is at or past until:
+			// every committed record before it has been returned once a
+			// fetch comes back empty at or past the last one read.
+			if p.LastStableOffset >= until && len(p.Records) == 0 {
+				done = true
+			}
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset < until {
+				out = append(out, r)
+				n++
+			}
+			if r.Offset >= until-1 {
+				done = true
+			}
+		})
+		if done || (n == 0 && len(out) > 0 && fs.Empty()) {
+			return out
+		}
+		require.True(t, time.Now().Before(deadline), "reading %s@[%d, %d): %d records after 30 s", topic, from, until, len(out))
+	}
+}
+
+// replayInTransaction produces recs (their keys, values and headers) in one
+// transaction of cl and returns the time from BeginTransaction to the end of
+// the commit, and the records' bytes (keys and values).
+func replayInTransaction(t *testing.T, cl *kgo.Client, recs []*kgo.Record) (time.Duration, int) {
+	t.Helper()
+	ctx := t.Context()
+	size := 0
+	out := make([]*kgo.Record, len(recs))
+	for i, r := range recs {
+		out[i] = &kgo.Record{Key: r.Key, Value: r.Value, Headers: r.Headers}
+		size += len(r.Key) + len(r.Value)
+	}
+	var failed atomic.Pointer[error]
+	at := time.Now()
+	require.NoError(t, cl.BeginTransaction())
+	for _, r := range out {
+		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.CompareAndSwap(nil, &err)
+			}
+		})
+	}
+	require.NoError(t, cl.Flush(ctx))
+	if e := failed.Load(); e != nil {
+		require.NoError(t, *e, "the peer's produce")
+	}
+	require.NoError(t, cl.EndTransaction(ctx, kgo.TryCommit))
+	return time.Since(at), size
 }
 
 // quantile is the nearest-rank quantile q of sorted s.

@@ -33,6 +33,10 @@ load: 2.00 2.00 3.00
 BenchmarkRecoverRedisLess/kafka/events=100000/full-read-2 	      20	 220000000 ns/op	 100000 records_read/op	 300000000 peak_rss_delta_bytes
 `
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "recover.txt"), []byte(recover), 0o644))
+	readback := `BenchmarkReadBack/reader-2         	     100	   8000000 ns/op	       360 ns/record	13000000 B/op	  131115 allocs/op
+BenchmarkReadBack/franz-go-decode-2 	     100	   6000000 ns/op	       300 ns/record	10000000 B/op	  131114 allocs/op
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "readback.txt"), []byte(readback), 0o644))
 	bridge := e2eResult{Config: "kafka/p1", Partitions: 1, Contender: "bridge", Method: "m", Broker: "Apache Kafka x",
 		RowsPerSec: 400_000, ClientUsPerRow: 1.6, BrokerUsPerRow: 1.3, BytesPerRow: 600, Load: []string{"3 3 3"}}
 	kcat := e2eResult{Config: "kafka/p1", Partitions: 1, Contender: "kcat-idempotent", Method: "kcat", RowsPerSec: 320_000, Load: []string{"4 4 4"}}
@@ -43,7 +47,10 @@ BenchmarkRecoverRedisLess/kafka/events=100000/full-read-2 	      20	 220000000 n
 		{Config: "kfake/p1", Partitions: 1, Contender: "bridge", Method: "narrow", Broker: "kfake", RowsPerSec: 700_000, BytesPerRow: 600},
 		{Config: "kfake/p1/star", Partitions: 1, Contender: "bridge", Method: "star", Broker: "kfake", RowsPerSec: 480_000, BytesPerRow: 700}}}))
 	require.NoError(t, writeJSON(filepath.Join(dir, "latency.json"), latencyFile{Results: []latencyResult{
-		{Name: "reorg-depth-10", Samples: 100, P50Ms: 50, P99Ms: 80, Method: "r"}, {Name: "restart-kill9", Samples: 10, P50Ms: 2500, P99Ms: 4000, Method: "k"}}}))
+		{Name: "reorg-depth-10", Samples: 100, P50Ms: 50, P99Ms: 80, OwnP50Ms: 40, OwnP99Ms: 64, Method: "r",
+			Peer: &latencyPeer{Method: "bare", P50Ms: 30, P99Ms: 48, Records: 3750, Bytes: 2.6e6}},
+		{Name: "reorg-depth-128", Samples: 20, P50Ms: 300, P99Ms: 360, Method: "r128", Peer: &latencyPeer{Method: "bare128", P50Ms: 240, P99Ms: 300}},
+		{Name: "restart-kill9", Samples: 10, P50Ms: 2500, P99Ms: 4000, Method: "k"}}}))
 
 	require.NoError(t, writeJSON(filepath.Join(dir, "takeover.json"), takeoverFile{Members: 3, Streams: 4, SessionTimeout: "6s", HeartbeatInterval: "500ms",
 		BlockInterval: "100ms", Results: []takeoverResult{
@@ -79,7 +86,20 @@ BenchmarkRecoverRedisLess/kafka/events=100000/full-read-2 	      20	 220000000 n
 	assert.InDelta(t, 200.0, byName["end to end, exactly-once, 1 partition(s) / python-loader"].Ratio, 1e-9)
 	assert.InDelta(t, 2.0, byName["bytes per row on the wire (key, value, headers) / python-loader"].Ratio, 1e-9, "peer/ours for sizes")
 	assert.InDelta(t, 0.5, byName["reorg-depth-10 p50 (100 samples) / performance.md target"].Ratio, 1e-9, "25 ms target / 50 ms")
+	beside := "franz-go raw transactional producer, the same 3,750 records (2.60 MB) in one transaction"
+	assert.InDelta(t, 30.0/50, byName["reorg-depth-10 p50, beside a bare transaction of the same records (100 samples) / "+beside].Ratio, 1e-9, "a time: peer/ours")
+	assert.InDelta(t, 48.0/80, byName["reorg-depth-10 p99, beside a bare transaction of the same records (100 samples) / "+beside].Ratio, 1e-9)
+	own := byName["reorg-depth-10 p50 without waiting for Amp, beside a bare transaction of the same records (100 samples) / "+beside]
+	assert.InDelta(t, 40.0, own.Ours, 1e-9, "the bridge's own part")
+	assert.InDelta(t, 30.0/40, own.Ratio, 1e-9)
+	assert.InDelta(t, 300.0/360, byName["reorg-depth-128 p99, beside a bare transaction of the same records (20 samples) / franz-go raw transactional producer, the same 0 records (0 MB) in one transaction"].Ratio, 1e-9)
+	_, ok := byName["reorg-depth-128 p50 without waiting for Amp, beside a bare transaction of the same records (20 samples) / franz-go raw transactional producer, the same 0 records (0 MB) in one transaction"]
+	assert.False(t, ok, "no own part without the wait for Amp measured")
 	assert.InDelta(t, 20.0, byName["Redis-less start over a control topic of 100,000 watermark events / reading the whole control topic (the old way)"].Ratio, 1e-9)
+	rb := byName["decoding a depth-128 reorg's read back (21,760 records of ~700 B in one fetch response) / franz-go decoding the same response into its own records, nothing more"]
+	assert.InDelta(t, 8.0, rb.Ours, 1e-9, "ms: 8,000,000 ns/op")
+	assert.InDelta(t, 6.0/8, rb.Ratio, 1e-9, "a time: peer/ours")
+	assert.InDelta(t, 13e6, rb.Extra["ours_bytes_per_op"], 1e-9)
 	kill := byName["kill -9 of a stream's owner to the first new committed record on the new owner, p50 (20 kills) / bare franz-go group failover (the protocol's floor)"]
 	assert.InDelta(t, 6300.0/7000, kill.Ratio, 1e-9, "a time: peer/ours")
 	assert.InDelta(t, 7000.0/6300, kill.Extra["bridge_over_peer"], 1e-9)
@@ -91,7 +111,7 @@ BenchmarkRecoverRedisLess/kafka/events=100000/full-read-2 	      20	 220000000 n
 	perByte := byName["SELECT * against the 15-column query, MB/s of records (goal: at least 0.9×) / the 15-column query, same run"]
 	assert.InDelta(t, 336.0, perByte.Ours, 1e-9, "480k rows/s × 700 B")
 	assert.InDelta(t, 0.8, perByte.Ratio, 1e-9, "336 MB/s over 420")
-	_, ok := byName["end to end, exactly-once, 6 partition(s) / franz-go-txn"]
+	_, ok = byName["end to end, exactly-once, 6 partition(s) / franz-go-txn"]
 	assert.False(t, ok, "a peer without a bridge figure on its configuration has no ratio")
 	assert.Contains(t, strings.Join(rep.Missing, ";"), "BenchmarkEncode/goavro-maps-15cols", "a missing peer is named")
 	assert.NotContains(t, strings.Join(rep.Missing, ";"), "memory.json")
@@ -121,10 +141,11 @@ BenchmarkRecoverRedisLess/kafka/events=100000/full-read-2 	      20	 220000000 n
 	md := renderMarkdown(rep)
 	for _, want := range []string{"| encoder hot path, 27 columns | 5,000,000 | hamba/avro v2 from Go structs | 500,000 | 10.00× |",
 		"| end to end, exactly-once, 1 partition(s) | 400,000 | kcat-idempotent | 320,000 | 1.25× |", "Not measured in this run:",
-		"reproduces the Amp Python SDK Kafka loader's loop", "## Memory", "## SELECT *", "No profile in this run.", "## Takeover", "## Cost per stream",
+		"reproduces the Amp Python SDK Kafka loader's loop", "## Memory", "## SELECT *", "## Reorg read back", "No profile in this run.", "## Takeover", "## Cost per stream",
 		"| RSS per idle stream, from 1 to 100 streams | 3.00 | issue #13 goal | 4.00 | 1.33× | MiB |",
 		"| peak RSS: 100 streams in one process (200 blocks × 20 transactions each) | 320 | issue #13 goal | 256 | 0.80× | MiB peak RSS |",
 		"| kill -9 takeover, max (20 kills), against the goal | 8,000 | issue #14 goal with a 6s session timeout | 10,000 | 1.25× |",
+		"- **reorg-depth-10, its peer**: bare.", "- **reorg-depth-10**: r.",
 		"- **franz-go-group-failover** (p50 6,300 ms, max 6,400 ms over 20): floor.", "- **kill9-takeover** (p50 7,000 ms, max 8,000 ms over 20; each: 7,000, 8,000 ms): kill."} {
 		assert.Contains(t, md, want)
 	}

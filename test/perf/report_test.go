@@ -29,6 +29,7 @@ import (
 //
 //	encode.txt    go test -bench Encode -benchmem -cpu 1 -count N ./encode/
 //	recover.txt   go test -bench RecoverRedisLess/kafka ./internal/pipeline/
+//	readback.txt  go test -bench ReadBack -benchmem -count N ./sink/
 //	e2e.json      TestThroughput -perf.json (the bridge and its peers)
 //	star.json     TestThroughput -perf.json, kfake/p1 and kfake/p1/star
 //	latency.json  TestLatency -perf.latency-json
@@ -356,6 +357,25 @@ func buildReport(ctx context.Context, dir, mach string, now time.Time) (*report,
 				}
 				add(f)
 			}
+			if r.Peer == nil {
+				continue
+			}
+			// Beside a bare franz-go transaction of the same records: the
+			// bridge's whole figure, and its own part when the wait for
+			// Amp was measured (the peer does not wait for Amp).
+			for _, q := range []struct {
+				name      string
+				ours, per float64
+			}{{"p50", r.P50Ms, r.Peer.P50Ms}, {"p99", r.P99Ms, r.Peer.P99Ms},
+				{"p50 without waiting for Amp", r.OwnP50Ms, r.Peer.P50Ms}, {"p99 without waiting for Amp", r.OwnP99Ms, r.Peer.P99Ms}} {
+				if q.ours <= 0 {
+					continue
+				}
+				add(figure{Group: "latency", Name: fmt.Sprintf("%s %s, beside a bare transaction of the same records (%d samples)", r.Name, q.name, r.Samples),
+					Unit: "ms", Ours: q.ours, Peer: fmt.Sprintf("franz-go raw transactional producer, the same %s records (%s MB) in one transaction",
+						num(r.Peer.Records), num(r.Peer.Bytes/1e6)), PeerValue: q.per, Ratio: q.per / math.Max(q.ours, 1e-9),
+					Method: r.Peer.Method, Load: r.Load, Broker: r.Broker})
+			}
 		}
 	}
 
@@ -391,6 +411,28 @@ func buildReport(ctx context.Context, dir, mach string, now time.Time) (*report,
 		}
 	} else {
 		rep.Missing = append(rep.Missing, "recover.txt (Redis-less start)")
+	}
+
+	// The decode of a reorg's read back.
+	if b, err := os.ReadFile(filepath.Join(dir, "readback.txt")); err == nil {
+		bs, load := parseGoBench(string(b))
+		o, ok1 := bs["BenchmarkReadBack/reader"]
+		p, ok2 := bs["BenchmarkReadBack/franz-go-decode"]
+		if ok1 && ok2 {
+			add(figure{Group: "reorg read back", Name: "decoding a depth-128 reorg's read back (21,760 records of ~700 B in one fetch response)", Unit: "ms",
+				Ours: o["ns/op"] / 1e6, Peer: "franz-go decoding the same response into its own records, nothing more", PeerValue: p["ns/op"] / 1e6,
+				Ratio: p["ns/op"] / o["ns/op"],
+				Method: "sink BenchmarkReadBack (medians of -count): 128 one-block transactions of 170 records with the bridge's five headers, uncompressed, " +
+					"fetched once from kfake; ours decodes the response into the records ReadSpans returns (sink.Reader.appendDecoded, as the read back does), " +
+					"the peer is kgo.ProcessFetchPartition alone",
+				Load: load, Broker: "none (the response is in memory)",
+				Extra: map[string]float64{"ours_bytes_per_op": o["B/op"], "peer_bytes_per_op": p["B/op"],
+					"ours_allocs_per_op": o["allocs/op"], "peer_allocs_per_op": p["allocs/op"]}})
+		} else {
+			rep.Missing = append(rep.Missing, "BenchmarkReadBack/reader and BenchmarkReadBack/franz-go-decode in readback.txt")
+		}
+	} else {
+		rep.Missing = append(rep.Missing, "readback.txt (decoding a reorg's read back)")
 	}
 
 	// Memory: TestMemory's figures beside issue #13's goal, and its file
@@ -748,7 +790,7 @@ func renderMarkdown(rep *report) string {
 	if len(rep.Missing) > 0 {
 		w("Not measured in this run: %s.\n\n", strings.Join(rep.Missing, "; "))
 	}
-	groups := []string{"encoder", "end to end", "SELECT *", "latency", "takeover", "recovery", "memory", "cost per stream"}
+	groups := []string{"encoder", "end to end", "SELECT *", "latency", "reorg read back", "takeover", "recovery", "memory", "cost per stream"}
 	for _, g := range groups {
 		var fs []figure
 		for _, f := range rep.Figures {
@@ -817,7 +859,10 @@ func renderMarkdown(rep *report) string {
 		case "latency":
 			w("Methods:\n\n")
 			for _, f := range fs {
-				if strings.Contains(f.Name, " p50 ") {
+				switch {
+				case strings.Contains(f.Name, " p50, beside "):
+					w("- **%s, its peer**: %s.\n", strings.Fields(f.Name)[0], f.Method)
+				case strings.Contains(f.Name, " p50 ") && !strings.Contains(f.Name, "beside"):
 					w("- **%s**: %s.\n", strings.Fields(f.Name)[0], f.Method)
 				}
 			}
@@ -849,6 +894,12 @@ func renderMarkdown(rep *report) string {
 				}
 			}
 			w("\n")
+		case "reorg read back":
+			for _, f := range fs {
+				w("%s. Allocated per read back: %s MiB in %s allocations (the peer: %s MiB in %s).\n\n", f.Method,
+					num(f.Extra["ours_bytes_per_op"]/(1<<20)), num(f.Extra["ours_allocs_per_op"]), num(f.Extra["peer_bytes_per_op"]/(1<<20)),
+					num(f.Extra["peer_allocs_per_op"]))
+			}
 		case "recovery":
 			for _, f := range fs {
 				w("%s. Records read: %s; peak RSS growth: %s MiB (full read: %s MiB).\n\n", f.Method, num(f.Extra["records_read"]),
