@@ -3,6 +3,7 @@ package encode
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -52,17 +53,27 @@ func SingleObjectFraming(schema string) (Framing, error) {
 // retracted: those took the Parsing Canonical Form from goavro, which
 // gives a nested named type with a namespace of its own a full name that
 // also carries the enclosing type's (every envelope's Value and Source),
-// unlike the specification and every other Avro implementation.
+// unlike the specification and every other Avro implementation. For some
+// schemas (a field and a named type of one name: linkedin/goavro#307)
+// goavro's form also depends on map order, so it is taken several times
+// and every form seen is returned.
 func EarlierSingleObjectFramings(schema string) []Framing {
-	c, err := goavro.NewCodec(schema)
+	now, err := Fingerprint(schema)
 	if err != nil {
 		return nil
 	}
-	now, err := Fingerprint(schema)
-	if fp := CRC64Avro([]byte(c.CanonicalSchema())); err == nil && fp != now {
-		return []Framing{{kind: framingSingleObject, fingerprint: fp}}
+	var out []Framing
+	for range 16 {
+		c, err := goavro.NewCodec(schema)
+		if err != nil {
+			return nil
+		}
+		f := Framing{kind: framingSingleObject, fingerprint: CRC64Avro([]byte(c.CanonicalSchema()))}
+		if f.fingerprint != now && !slices.Contains(out, f) {
+			out = append(out, f)
+		}
 	}
-	return nil
+	return out
 }
 
 // Fingerprint returns the CRC-64-AVRO fingerprint of the Parsing Canonical
