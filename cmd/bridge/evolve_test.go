@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
@@ -43,42 +42,26 @@ type topicRecord struct {
 // readTopic reads topic read_committed from the start.
 func (h *harness) readTopic(topic string) []topicRecord {
 	h.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.svc.brokers...), kgo.ConsumeTopics(topic),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	require.NoError(h.t, err)
-	defer cl.Close()
 	var out []topicRecord
-	for quiet := 0; quiet < 3; {
-		ctx, cancel := context.WithTimeout(h.t.Context(), 500*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) {
-			n++
-			var tr topicRecord
-			for _, hd := range r.Headers {
-				switch hd.Key {
-				case encode.HeaderOp:
-					tr.op = string(hd.Value)
-				case encode.HeaderRange:
-					a, b, _ := strings.Cut(string(hd.Value), "-")
-					tr.lo, _ = strconv.ParseUint(a, 10, 64)
-					tr.hi, _ = strconv.ParseUint(b, 10, 64)
-				}
+	for _, r := range readTopic(h.t, h.svc.brokers, topic) {
+		var tr topicRecord
+		for _, hd := range r.Headers {
+			switch hd.Key {
+			case encode.HeaderOp:
+				tr.op = string(hd.Value)
+			case encode.HeaderRange:
+				a, b, _ := strings.Cut(string(hd.Value), "-")
+				tr.lo, _ = strconv.ParseUint(a, 10, 64)
+				tr.hi, _ = strconv.ParseUint(b, 10, 64)
 			}
-			tr.tomb, tr.value = r.Value == nil, r.Value
-			if r.Value != nil {
-				f, _, err := encode.ParseHeader(r.Value)
-				require.NoError(h.t, err)
-				tr.schemaID, _ = f.ID()
-			}
-			out = append(out, tr)
-		})
-		if n == 0 {
-			quiet++
-		} else {
-			quiet = 0
 		}
+		tr.tomb, tr.value = r.Value == nil, r.Value
+		if r.Value != nil {
+			f, _, err := encode.ParseHeader(r.Value)
+			require.NoError(h.t, err)
+			tr.schemaID, _ = f.ID()
+		}
+		out = append(out, tr)
 	}
 	return out
 }

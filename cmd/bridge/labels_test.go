@@ -198,7 +198,7 @@ func TestRunLabelFileChanges(t *testing.T) {
 }
 
 // readTopic reads every committed record of topic.
-func readTopic(t *testing.T, brokers []string, topic string) []*kgo.Record {
+func readTopic(t testing.TB, brokers []string, topic string) []*kgo.Record {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
