@@ -2,7 +2,6 @@ package sink
 
 import (
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -28,7 +27,7 @@ func BenchmarkReadBack(b *testing.B) {
 	ctx := testCtx(b)
 	val := make([]byte, 690)
 	blocks, rows := 128, 170
-	if os.Getenv(testenv.EnvBenchSmoke) == "1" {
+	if testenv.BenchSmoke() {
 		blocks = 4
 	}
 	for blk := range blocks {

@@ -687,9 +687,8 @@ func (r *Reader) process(rp *kmsg.FetchResponseTopicPartition, topic string, par
 // and returns recs and the offset to fetch from next. Record batches that
 // start at or after until are not decoded: a read of spans followed by
 // much data would otherwise decode all of it, up to fetch_max_bytes. The
-// records' headers share one allocation per response (each record's is
-// capped to its own, so an append to one copies), as their keys and
-// values share the response's bytes.
+// records keep franz-go's decoded headers, keys and values: nothing is
+// copied.
 func (r *Reader) appendDecoded(recs []ReadRecord, rp *kmsg.FetchResponseTopicPartition, topic string, partition int32,
 	next, until int64) ([]ReadRecord, int64, error) {
 	rp.RecordBatches = batchesBefore(rp.RecordBatches, until)
