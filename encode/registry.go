@@ -85,7 +85,7 @@ func sameCanonical(a, b string) bool {
 // work. A refusal that a retry does not fix is a *RegistryAccessError.
 func (r *Registry) Ping(ctx context.Context) error {
 	if _, err := r.cl.Subjects(ctx); err != nil {
-		return fmt.Errorf("listing the subjects of the registry at %s: %w", r.cfg.URL, classifyRegistryError(r.cfg, err))
+		return fmt.Errorf("listing the subjects of the registry at %s: %w", r.cfg.URL, classifyRegistryError(ctx, r.cfg, err))
 	}
 	return nil
 }
@@ -120,7 +120,7 @@ func (r *Registry) Register(ctx context.Context, subject, schema string) (int, e
 		}
 	case isNotFound(err):
 	default:
-		return 0, fmt.Errorf("reading the latest schema of subject %q: %w", subject, classifyRegistryError(r.cfg, err))
+		return 0, fmt.Errorf("reading the latest schema of subject %q: %w", subject, classifyRegistryError(ctx, r.cfg, err))
 	}
 	ss, err := r.cl.CreateSchema(ctx, subject, sr.Schema{Schema: schema, Type: sr.TypeAvro})
 	if err != nil {
@@ -132,7 +132,7 @@ func (r *Registry) Register(ctx context.Context, subject, schema string) (int, e
 			}
 			return 0, ie
 		}
-		return 0, fmt.Errorf("registering subject %q: %w", subject, classifyRegistryError(r.cfg, err))
+		return 0, fmt.Errorf("registering subject %q: %w", subject, classifyRegistryError(ctx, r.cfg, err))
 	}
 	if diag != nil {
 		r.log.WarnContext(ctx, "the registry accepted a schema that is not BACKWARD compatible with the subject's latest version "+
@@ -202,7 +202,7 @@ func (r *Registry) SchemaText(ctx context.Context, id int) (string, error) {
 	}
 	sch, err := r.cl.SchemaByID(ctx, id)
 	if err != nil {
-		return "", fmt.Errorf("reading schema id %d: %w", id, classifyRegistryError(r.cfg, err))
+		return "", fmt.Errorf("reading schema id %d: %w", id, classifyRegistryError(ctx, r.cfg, err))
 	}
 	s = sch.Schema
 	r.mu.Lock()
@@ -249,7 +249,7 @@ func (r *Registry) Evolve(ctx context.Context, subject, schema string, rule Rule
 		}
 	case isNotFound(err):
 	default:
-		return 0, fmt.Errorf("reading the versions of subject %q: %w", subject, classifyRegistryError(r.cfg, err))
+		return 0, fmt.Errorf("reading the versions of subject %q: %w", subject, classifyRegistryError(ctx, r.cfg, err))
 	}
 	ss, err := r.cl.CreateSchema(ctx, subject, sr.Schema{Schema: schema, Type: sr.TypeAvro})
 	if err != nil {
@@ -262,7 +262,7 @@ func (r *Registry) Evolve(ctx context.Context, subject, schema string, rule Rule
 			}
 			return 0, ie
 		}
-		return 0, fmt.Errorf("registering subject %q: %w", subject, classifyRegistryError(r.cfg, err))
+		return 0, fmt.Errorf("registering subject %q: %w", subject, classifyRegistryError(ctx, r.cfg, err))
 	}
 	r.remember(key, ss.ID, schema)
 	return ss.ID, nil

@@ -1,6 +1,7 @@
 package encode
 
 import (
+	"net/url"
 	"testing"
 	"time"
 
@@ -125,6 +126,16 @@ func TestIntegrationRegistryMutualTLS(t *testing.T) {
 			assert.Contains(t, ae.Fix, tc.fixHas)
 			assert.NotContains(t, err.Error(), string(srv.PKI.ClientKeyPEM))
 			t.Logf("%v", err)
+			// The connection that waits for the answer reads the real
+			// server's alert, whatever the race of the first one.
+			tlsc, err := tlsconfig.Load("registry.tls", tc.tls)
+			require.NoError(t, err)
+			u, err := url.Parse(srv.URL)
+			require.NoError(t, err)
+			alert := tlsconfig.Refusal(t.Context(), u.Host, tlsc)
+			require.Error(t, alert, "stunnel's alert")
+			assert.ErrorContains(t, alert, "remote error: tls: ")
+			t.Logf("alert: %v", alert)
 		})
 	}
 }

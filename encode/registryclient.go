@@ -1,10 +1,12 @@
 package encode
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -164,14 +166,20 @@ func (e *RegistryAccessError) Unwrap() error { return e.Err }
 
 // classifyRegistryError returns a *RegistryAccessError for a refusal that a
 // retry does not fix and err itself otherwise (a refused connection or a
-// timeout is transient).
-func classifyRegistryError(c RegistryConfig, err error) error {
+// timeout is transient). A connection to an https:// registry that ended
+// without a word may be a refused client certificate whose alert was
+// overtaken by the reset (tlsconfig.Refusal): a connection of its own
+// that waits for the registry tells, and its alert joins err.
+func classifyRegistryError(ctx context.Context, c RegistryConfig, err error) error {
 	if err == nil {
 		return nil
 	}
 	var ae *RegistryAccessError
 	if errors.As(err, &ae) {
 		return err
+	}
+	if alert := registryRefusal(ctx, c, err); alert != nil {
+		err = fmt.Errorf("%w; a second connection that waited for the registry's answer got %w", err, alert)
 	}
 	e := &RegistryAccessError{URL: c.URL, Err: err}
 	var re *sr.ResponseError
@@ -221,4 +229,26 @@ func classifyRegistryError(c RegistryConfig, err error) error {
 		return err
 	}
 	return e
+}
+
+// registryRefusal returns the TLS alert of the registry of c when err is a
+// dropped connection to an https:// URL and a connection that waits for
+// the registry's answer gets one (tlsconfig.Refusal); nil otherwise.
+func registryRefusal(ctx context.Context, c RegistryConfig, err error) error {
+	u, perr := url.Parse(c.URL)
+	if perr != nil || u.Scheme != "https" || !tlsconfig.Dropped(err) {
+		return nil
+	}
+	tc, lerr := tlsconfig.Load("registry.tls", c.TLS)
+	if lerr != nil {
+		return nil
+	}
+	if tc == nil {
+		tc = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "443")
+	}
+	return tlsconfig.Refusal(ctx, host, tc)
 }

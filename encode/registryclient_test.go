@@ -1,6 +1,7 @@
 package encode
 
 import (
+	"context"
 	"crypto/tls"
 	"net/http"
 	"net/http/httptest"
@@ -64,6 +65,44 @@ func TestRegistryAccessErrors(t *testing.T) {
 			var ae *RegistryAccessError
 			require.ErrorAs(t, err, &ae)
 			assert.Contains(t, ae.Fix, tc.fixHas)
+		})
+	}
+}
+
+// TestRegistryRefusalOvertakenByReset: when a registry that requires a
+// client certificate resets the connection before its alert reaches the
+// client (the race a TLS 1.3 refusal has with the client's first request,
+// seen against stunnel in CI), the failure is still the named
+// ErrRegistryTLS asking for a client certificate, learnt from the alert a
+// second connection gets; a reset that no alert explains stays what it is.
+func TestRegistryRefusalOvertakenByReset(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		resets int
+		alert  bool
+	}{{"alert on the second connection", 1, true}, {"no alert at all", 1 << 30, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := testenv.StartRefusingTLSServer(t, tc.resets)
+			cfg := RegistryConfig{URL: "https://" + srv.Addr, Timeout: 10 * time.Second,
+				TLS: tlsconfig.Config{Enabled: true, CAFile: srv.PKI.CAFile}}
+			cl, err := NewRegistryClient(cfg)
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer cancel()
+			err = NewRegistry(cl, WithRegistryConfig(cfg)).Ping(ctx)
+			require.Error(t, err)
+			assert.True(t, tlsconfig.Dropped(err), "the first connection was reset: %v", err)
+			assert.GreaterOrEqual(t, srv.Conns(), 2, "a second connection asked")
+			if !tc.alert {
+				assert.NotErrorIs(t, err, ErrRegistryTLS, "a reset alone is not a TLS refusal: %v", err)
+				return
+			}
+			require.ErrorIs(t, err, ErrRegistryTLS)
+			var ae *RegistryAccessError
+			require.ErrorAs(t, err, &ae)
+			assert.Contains(t, ae.Fix, "requires a client certificate (mutual TLS): set registry.tls.cert_file/key_file")
+			assert.ErrorContains(t, err, "tls: certificate required")
+			t.Logf("%v", err)
 		})
 	}
 }

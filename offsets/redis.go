@@ -3,12 +3,10 @@ package offsets
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -221,40 +219,19 @@ func NewRedisStore(ctx context.Context, cfg RedisConfig, log *slog.Logger) (*Red
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
 		err = s.classify(err)
-		var ae *RedisAccessError
-		if tlsCfg != nil && !errors.As(err, &ae) {
-			// With TLS 1.3 a server that refuses the client certificate says
-			// so after the client's handshake is done, and the alert is often
-			// lost to a reset of the client's first write: ask again, reading
-			// without writing.
-			if perr := s.classify(probeTLS(ctx, cfg.Addr, tlsCfg, cfg.DialTimeout)); errors.As(perr, &ae) {
-				err = perr
+		if tlsCfg != nil && tlsconfig.Dropped(err) {
+			// In TLS 1.3 a server that refuses the client certificate says
+			// so after the client's handshake is done, and the reset of the
+			// client's first write can overtake the alert: a connection
+			// that waits for the server's answer tells (tlsconfig.Refusal).
+			if alert := tlsconfig.Refusal(ctx, cfg.Addr, tlsCfg); alert != nil {
+				err = s.classify(fmt.Errorf("%w; a second connection that waited for the server's answer got %w", err, alert))
 			}
 		}
 		return nil, fmt.Errorf("offsets: connecting to redis at %s: %w", cfg.Addr, err)
 	}
 	s.warnDurability(ctx)
 	return s, nil
-}
-
-// probeTLS completes a TLS handshake with addr and waits, without writing,
-// for the server to refuse it: it returns the server's alert ("remote
-// error: tls: certificate required"), or nil once the server has been quiet
-// for a moment (it accepted the client) or the connection could not be
-// made (the caller has that error already).
-func probeTLS(ctx context.Context, addr string, tc *tls.Config, timeout time.Duration) error {
-	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: tc.Clone()}
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetReadDeadline(time.Now().Add(min(timeout, 500*time.Millisecond)))
-	var b [1]byte
-	if _, err := c.Read(b[:]); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-		return err
-	}
-	return nil
 }
 
 // classify turns a refusal that a retry does not fix into a

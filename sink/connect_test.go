@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,4 +89,37 @@ func TestConnectErrorMechanismAndClientCertificate(t *testing.T) {
 	}
 	other := &net.OpError{Op: "remote error", Err: errors.New("tls: protocol version not supported")}
 	assert.NotErrorIs(t, connectError(t.Context(), cfg, other), ErrClientCertificate, "other alerts are not about the certificate")
+}
+
+// TestConnectRefusalOvertakenByReset: a first connection that a broker
+// with TLS reset is, when a connection that waits for the broker's answer
+// gets an alert about the client certificate, a named ErrClientCertificate
+// (in TLS 1.3 the reset of a refusing broker can overtake its alert); a
+// reset that no alert explains is not. franz-go retries a reset connection
+// a varying number of times, so the reset is given to connectError.
+func TestConnectRefusalOvertakenByReset(t *testing.T) {
+	reset := fmt.Errorf("write tcp: %w", &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET})
+	for _, tc := range []struct {
+		name   string
+		resets int
+		alert  bool
+	}{{"alert on the probe's connection", 0, true}, {"no alert at all", 1 << 30, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := testenv.StartRefusingTLSServer(t, tc.resets)
+			cfg := DefaultConfig()
+			cfg.Brokers = []string{srv.Addr}
+			cfg.TLS = TLSConfig{Enabled: true, CAFile: srv.PKI.CAFile}
+			err := connectError(t.Context(), cfg, reset)
+			assert.Equal(t, 1, srv.Conns(), "one connection asked")
+			require.ErrorIs(t, err, syscall.ECONNRESET)
+			if !tc.alert {
+				assert.NotErrorIs(t, err, ErrClientCertificate, "a reset alone is not a refused certificate: %v", err)
+				return
+			}
+			require.ErrorIs(t, err, ErrClientCertificate)
+			assert.ErrorContains(t, err, "requires a client certificate (ssl.client.auth=required) and none is configured")
+			assert.ErrorContains(t, err, "tls: certificate required")
+			t.Logf("%v", err)
+		})
+	}
 }

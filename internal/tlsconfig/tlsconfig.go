@@ -2,7 +2,10 @@
 // the source (Amp Flight) and the Redis checkpoint store all describe their
 // client TLS with Config and turn it into a *tls.Config with Load, so the
 // three connections accept the same settings and report the same errors,
-// each naming the bridge.yaml key it came from.
+// each naming the bridge.yaml key it came from (the schema registry's
+// client too). Refusal, used by each of them when a first connection ends
+// in a reset, tells a TLS 1.3 server's refusal of the client certificate
+// from a connection lost for another reason.
 package tlsconfig
 
 import (
