@@ -202,7 +202,7 @@ bench:
 	{ load; $(GO) test -run '^$$' -bench 'RecoverRedisLess/kafka/events=100000' $(BENCH_RECOVER_FLAGS) ./internal/pipeline/; load; } | tee $$out/recover.txt || failed+=" recovery"; \
 	echo "== [3/10] decoding a depth-128 reorg's read back beside franz-go's decode (readback.txt)"; \
 	{ load; $(GO) test -run '^$$' -bench 'ReadBack' -benchmem $(BENCH_READBACK_FLAGS) ./sink/; load; } | tee $$out/readback.txt || failed+=" read-back"; \
-	echo "== [4/10] memory: peak RSS through a catch-up, the microbatch slope, a backfill, 100 streams (memory/memory.json)"; \
+	echo "== [4/10] memory: peak RSS through a catch-up, the microbatch slope, a backfill, 100 streams of 200 and of 1000 blocks each (memory/memory.json)"; \
 	mkdir -p $$out/memory; \
 	$(GO) test -run '^TestMemory$$' -count=1 -v -timeout 1h ./test/perf/ -perf.memory -perf.out $$out/memory $(BENCH_MEMORY_FLAGS) || failed+=" memory"; \
 	echo "== [5/10] cost per stream: RSS and idle CPU with 1, 10, 100 streams, fairness (streams_cost/streams_cost.json)"; \

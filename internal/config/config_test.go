@@ -241,3 +241,34 @@ func TestReceiveWindowShares(t *testing.T) {
 		assert.Equal(t, tc.queries, s.ReceiveWindowStreams, tc.name)
 	}
 }
+
+// TestReadAheadShares checks that amp.read_ahead_bytes bounds what the
+// process decodes ahead, not each query: every Amp query (a stream, a
+// backfill worker) gets an equal share, at least one byte (a batch larger
+// than its share is still decoded, alone), and 0 stays no byte bound.
+func TestReadAheadShares(t *testing.T) {
+	streams := func(n int, backfillWorkers int) []StreamConfig {
+		out := make([]StreamConfig, n)
+		if backfillWorkers > 0 {
+			out[0].Backfill = BackfillConfig{Enabled: true, Workers: backfillWorkers}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		total   ByteSize
+		streams []StreamConfig
+		want    int64
+	}{
+		{"one stream has it all", 64 << 20, streams(1, 0), 64 << 20},
+		{"100 streams", 64 << 20, streams(100, 0), 64 << 20 / 100},
+		{"backfill workers count", 64 << 20, streams(1, 4), 64 << 20 / 5},
+		{"at least one byte", 100, streams(1000, 0), 1},
+		{"0 is no byte bound", 0, streams(100, 0), 0},
+	} {
+		c := Config{Amp: AmpConfig{ReadAheadBytes: tc.total}, Streams: tc.streams}
+		s := c.Source()
+		assert.Equal(t, tc.want, s.ReadAheadBytes, tc.name)
+		assert.LessOrEqual(t, s.ReadAheadBytes*int64(s.ReceiveWindowStreams), max(int64(tc.total), int64(s.ReceiveWindowStreams)), tc.name)
+	}
+}

@@ -85,7 +85,9 @@
 //     transactions in Amp's 1000-block microbatches, SELECT *,
 //     exactly-once), slope (the same at microbatches of 100, 300, 1000 and
 //     3000 blocks, with the largest peak over the smallest), backfill (1M
-//     blocks, 4 workers) and streams (100 streams in one process). A case
+//     blocks, 4 workers), streams (100 streams in one process, 200 blocks
+//     each) and busy-streams (the 100 streams all catching up 1000 blocks
+//     at once, as after an outage). A case
 //     ends when every stream has committed the head block; the records the
 //     producers wrote are checked against the chain's rows. It saves heap
 //     profiles of the bridge near its peak (heap-peak.pprof) and at the end

@@ -28,7 +28,7 @@ import (
 
 var (
 	flagMemory        = flag.Bool("perf.memory", false, "run TestMemory (minutes): the bridge's peak RSS through a catch-up, a backfill and many streams")
-	flagMemCases      = flag.String("perf.memory-cases", "catchup,slope,backfill,streams", "comma-separated TestMemory cases: catchup, slope, backfill, streams")
+	flagMemCases      = flag.String("perf.memory-cases", "catchup,slope,backfill,streams,busy-streams", "comma-separated TestMemory cases: catchup, slope, backfill, streams, busy-streams")
 	flagMemBroker     = flag.String("perf.memory-broker", "kfake", "broker of TestMemory: kfake (its own process, records discarded) or kafka (a private Apache Kafka broker)")
 	flagMemLimit      = flag.String("perf.gomemlimit", "", "GOMEMLIMIT of the bridge in TestMemory (empty: none; the shipped files set 384MiB)")
 	flagMemTx         = flag.Int("perf.memory-tx-per-block", 300, "transactions per block of the catch-up and slope cases")
@@ -37,6 +37,7 @@ var (
 	flagMemBfTx       = flag.Int("perf.memory-backfill-tx-per-block", 10, "transactions per block of the backfill case")
 	flagMemStreams    = flag.Int("perf.memory-streams", 100, "streams of the streams case")
 	flagMemStreamBlks = flag.Int("perf.memory-stream-blocks", 200, "blocks each stream of the streams case publishes")
+	flagMemBusyBlks   = flag.Int("perf.memory-busy-stream-blocks", 1000, "blocks each stream of the busy-streams case publishes: enough that every stream holds as many Amp messages as it ever does at once (the peak is flat from about 1000 blocks on)")
 	flagMemKafka      = flag.String("perf.memory-kafka", "", "extra lines of the bridge's kafka section in TestMemory, e.g. 'max_buffered_bytes: 16MiB'")
 	flagMemTimeout    = flag.Duration("perf.memory-timeout", 15*time.Minute, "how long one TestMemory case may take")
 	flagMemRuns       = flag.Int("perf.memory-runs", 1, "runs of each TestMemory case, one after the other (each a fresh bridge, simulator, broker and redis-server); the case's peak is their median")
@@ -97,8 +98,13 @@ func memCases(names string) ([]memCase, error) {
 		case "streams":
 			out = append(out, memCase{name: fmt.Sprintf("streams-%d", *flagMemStreams), blocks: *flagMemStreamBlks, txPerBlock: 20,
 				microbatch: 1000, streams: *flagMemStreams})
+		case "busy-streams":
+			// Every stream catching up at once (after an outage): a whole
+			// microbatch each, many Amp messages per stream.
+			out = append(out, memCase{name: fmt.Sprintf("busy-streams-%d", *flagMemStreams), blocks: *flagMemBusyBlks, txPerBlock: 20,
+				microbatch: 1000, streams: *flagMemStreams})
 		default:
-			return nil, fmt.Errorf("-perf.memory-cases: unknown case %q: want catchup, slope, backfill or streams", n)
+			return nil, fmt.Errorf("-perf.memory-cases: unknown case %q: want catchup, slope, backfill, streams or busy-streams", n)
 		}
 	}
 	return out, nil
