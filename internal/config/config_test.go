@@ -209,18 +209,21 @@ func TestEncodeConfig(t *testing.T) {
 	assert.ErrorContains(t, err, "streams (s).fixed_as")
 }
 
+// streamConfigs returns n streams, the first with a backfill of
+// backfillWorkers workers when that is above 0.
+func streamConfigs(n int, backfillWorkers int) []StreamConfig {
+	out := make([]StreamConfig, n)
+	if backfillWorkers > 0 {
+		out[0].Backfill = BackfillConfig{Enabled: true, Workers: backfillWorkers}
+	}
+	return out
+}
+
 // TestReceiveWindowShares checks how amp.receive_window_bytes is shared
 // by the Amp queries of a process: streams plus backfill workers, each an
 // equal share, at least 64 KiB, and gRPC's own window (0) for a share of
 // 16 MiB or more.
 func TestReceiveWindowShares(t *testing.T) {
-	streams := func(n int, backfillWorkers int) []StreamConfig {
-		out := make([]StreamConfig, n)
-		if backfillWorkers > 0 {
-			out[0].Backfill = BackfillConfig{Enabled: true, Workers: backfillWorkers}
-		}
-		return out
-	}
 	for _, tc := range []struct {
 		name    string
 		total   ByteSize
@@ -228,12 +231,12 @@ func TestReceiveWindowShares(t *testing.T) {
 		want    int32
 		queries int
 	}{
-		{"one stream keeps gRPC's window", 16 << 20, streams(1, 0), 0, 1},
-		{"two streams", 16 << 20, streams(2, 0), 8 << 20, 2},
-		{"100 streams", 16 << 20, streams(100, 0), 16 << 20 / 100, 100},
-		{"backfill workers count", 16 << 20, streams(2, 2), 4 << 20, 4},
-		{"at least 64 KiB", 16 << 20, streams(1000, 0), 64 << 10, 1000},
-		{"0 keeps gRPC's window", 0, streams(100, 0), 0, 100},
+		{"one stream keeps gRPC's window", 16 << 20, streamConfigs(1, 0), 0, 1},
+		{"two streams", 16 << 20, streamConfigs(2, 0), 8 << 20, 2},
+		{"100 streams", 16 << 20, streamConfigs(100, 0), 16 << 20 / 100, 100},
+		{"backfill workers count", 16 << 20, streamConfigs(2, 2), 4 << 20, 4},
+		{"at least 64 KiB", 16 << 20, streamConfigs(1000, 0), 64 << 10, 1000},
+		{"0 keeps gRPC's window", 0, streamConfigs(100, 0), 0, 100},
 	} {
 		c := Config{Amp: AmpConfig{ReceiveWindowBytes: tc.total}, Streams: tc.streams}
 		s := c.Source()
@@ -247,24 +250,17 @@ func TestReceiveWindowShares(t *testing.T) {
 // backfill worker) gets an equal share, at least one byte (a batch larger
 // than its share is still decoded, alone), and 0 stays no byte bound.
 func TestReadAheadShares(t *testing.T) {
-	streams := func(n int, backfillWorkers int) []StreamConfig {
-		out := make([]StreamConfig, n)
-		if backfillWorkers > 0 {
-			out[0].Backfill = BackfillConfig{Enabled: true, Workers: backfillWorkers}
-		}
-		return out
-	}
 	for _, tc := range []struct {
 		name    string
 		total   ByteSize
 		streams []StreamConfig
 		want    int64
 	}{
-		{"one stream has it all", 64 << 20, streams(1, 0), 64 << 20},
-		{"100 streams", 64 << 20, streams(100, 0), 64 << 20 / 100},
-		{"backfill workers count", 64 << 20, streams(1, 4), 64 << 20 / 5},
-		{"at least one byte", 100, streams(1000, 0), 1},
-		{"0 is no byte bound", 0, streams(100, 0), 0},
+		{"one stream has it all", 64 << 20, streamConfigs(1, 0), 64 << 20},
+		{"100 streams", 64 << 20, streamConfigs(100, 0), 64 << 20 / 100},
+		{"backfill workers count", 64 << 20, streamConfigs(1, 4), 64 << 20 / 5},
+		{"at least one byte", 100, streamConfigs(1000, 0), 1},
+		{"0 is no byte bound", 0, streamConfigs(100, 0), 0},
 	} {
 		c := Config{Amp: AmpConfig{ReadAheadBytes: tc.total}, Streams: tc.streams}
 		s := c.Source()
