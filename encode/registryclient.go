@@ -168,8 +168,8 @@ func (e *RegistryAccessError) Unwrap() error { return e.Err }
 // retry does not fix and err itself otherwise (a refused connection or a
 // timeout is transient). A connection to an https:// registry that ended
 // without a word may be a refused client certificate whose alert was
-// overtaken by the reset (tlsconfig.Refusal): a connection of its own
-// that waits for the registry tells, and its alert joins err.
+// overtaken by the reset: a connection of its own that waits for the
+// registry tells, and its alert joins err (explainDropped).
 func classifyRegistryError(ctx context.Context, c RegistryConfig, err error) error {
 	if err == nil {
 		return nil
@@ -178,9 +178,7 @@ func classifyRegistryError(ctx context.Context, c RegistryConfig, err error) err
 	if errors.As(err, &ae) {
 		return err
 	}
-	if alert := registryRefusal(ctx, c, err); alert != nil {
-		err = fmt.Errorf("%w; a second connection that waited for the registry's answer got %w", err, alert)
-	}
+	err = explainDropped(ctx, c, err)
 	e := &RegistryAccessError{URL: c.URL, Err: err}
 	var re *sr.ResponseError
 	var verr *tls.CertificateVerificationError
@@ -231,17 +229,18 @@ func classifyRegistryError(ctx context.Context, c RegistryConfig, err error) err
 	return e
 }
 
-// registryRefusal returns the TLS alert of the registry of c when err is a
+// explainDropped is err with the registry's TLS alert joined when err is a
 // dropped connection to an https:// URL and a connection that waits for
-// the registry's answer gets one (tlsconfig.Refusal); nil otherwise.
-func registryRefusal(ctx context.Context, c RegistryConfig, err error) error {
+// the registry's answer gets one (tlsconfig.ExplainDropped); err itself
+// otherwise.
+func explainDropped(ctx context.Context, c RegistryConfig, err error) error {
 	u, perr := url.Parse(c.URL)
 	if perr != nil || u.Scheme != "https" || !tlsconfig.Dropped(err) {
-		return nil
+		return err
 	}
 	tc, lerr := tlsconfig.Load("registry.tls", c.TLS)
 	if lerr != nil {
-		return nil
+		return err
 	}
 	if tc == nil {
 		tc = &tls.Config{MinVersion: tls.VersionTLS12}
@@ -250,5 +249,6 @@ func registryRefusal(ctx context.Context, c RegistryConfig, err error) error {
 	if u.Port() == "" {
 		host = net.JoinHostPort(u.Hostname(), "443")
 	}
-	return tlsconfig.Refusal(ctx, host, tc)
+	_, joined := tlsconfig.ExplainDropped(ctx, host, tc, err)
+	return joined
 }

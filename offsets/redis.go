@@ -219,13 +219,13 @@ func NewRedisStore(ctx context.Context, cfg RedisConfig, log *slog.Logger) (*Red
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
 		err = s.classify(err)
-		if tlsCfg != nil && tlsconfig.Dropped(err) {
+		if tlsCfg != nil {
 			// In TLS 1.3 a server that refuses the client certificate says
 			// so after the client's handshake is done, and the reset of the
 			// client's first write can overtake the alert: a connection
 			// that waits for the server's answer tells (tlsconfig.Refusal).
-			if alert := tlsconfig.Refusal(ctx, cfg.Addr, tlsCfg); alert != nil {
-				err = s.classify(fmt.Errorf("%w; a second connection that waited for the server's answer got %w", err, alert))
+			if alert, joined := tlsconfig.ExplainDropped(ctx, cfg.Addr, tlsCfg, err); alert != nil {
+				err = s.classify(joined)
 			}
 		}
 		return nil, fmt.Errorf("offsets: connecting to redis at %s: %w", cfg.Addr, err)

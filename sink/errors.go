@@ -407,13 +407,12 @@ var (
 // Anything else (an address, a broker down) is returned as it was, with the
 // keys to check.
 func connectError(ctx context.Context, cfg Config, err error) error {
-	if cfg.TLS.Enabled && tlsconfig.Dropped(err) {
+	if cfg.TLS.Enabled {
 		// In TLS 1.3 a refused client certificate can reach the client as a
 		// reset that overtook the broker's alert: a connection that waits
 		// for the broker's answer tells (tlsconfig.Refusal).
-		if alert := brokerRefusal(ctx, cfg); refusedCertificate(alert) {
-			return fmt.Errorf("connecting to kafka %v: %w: %s: %w; a second connection that waited for the broker's answer got %w",
-				cfg.Brokers, ErrClientCertificate, clientCertProblem(cfg, time.Now()), err, alert)
+		if alert, joined := explainDropped(ctx, cfg, err); refusedCertificate(alert) {
+			return fmt.Errorf("connecting to kafka %v: %w: %s: %w", cfg.Brokers, ErrClientCertificate, clientCertProblem(cfg, time.Now()), joined)
 		}
 	}
 	var unknownCA x509.UnknownAuthorityError
@@ -448,21 +447,21 @@ func connectError(ctx context.Context, cfg Config, err error) error {
 	return fmt.Errorf("connecting to kafka %v (check kafka.brokers, kafka.tls and kafka.sasl): %w", cfg.Brokers, err)
 }
 
-// brokerRefusal returns the TLS alert that the first of cfg's seed brokers
-// gives a connection that waits for its answer (tlsconfig.Refusal), and nil
-// when it sends none. One broker tells: the brokers of a cluster share
-// their listeners' client authentication, and a broker that accepts the
-// client is waited on for 1 s.
-func brokerRefusal(ctx context.Context, cfg Config) error {
-	tc, err := tlsconfig.Load("kafka.tls", cfg.TLS)
-	if err != nil || tc == nil || len(cfg.Brokers) == 0 {
-		return nil
+// explainDropped asks the first of cfg's seed brokers about err, a
+// dropped connection (tlsconfig.ExplainDropped): its TLS alert, if it sends
+// one, and err with the alert joined. One broker tells: the brokers of a
+// cluster share their listeners' client authentication, and a broker that
+// accepts the client is waited on for 1 s.
+func explainDropped(ctx context.Context, cfg Config, err error) (alert, joined error) {
+	tc, lerr := tlsconfig.Load("kafka.tls", cfg.TLS)
+	if lerr != nil || tc == nil || len(cfg.Brokers) == 0 {
+		return nil, err
 	}
 	addr := cfg.Brokers[0]
-	if _, _, err := net.SplitHostPort(addr); err != nil {
+	if _, _, serr := net.SplitHostPort(addr); serr != nil {
 		addr = net.JoinHostPort(addr, "9092") // franz-go's default port
 	}
-	return tlsconfig.Refusal(ctx, addr, tc)
+	return tlsconfig.ExplainDropped(ctx, addr, tc, err)
 }
 
 // refusedCertificate reports whether err is a TLS alert from the broker

@@ -16,8 +16,8 @@ import (
 // RefusingTLSServer is a TLS server on 127.0.0.1 that requires a client
 // certificate signed by its PKI's CA and refuses every other client the way
 // a real server does in TLS 1.3: after the client's handshake has ended.
-// Its first Resets connections show the race such a refusal has with a
-// client that writes at once: their handshake ends without the client's
+// Its first connections (StartRefusingTLSServer's resets) show the race
+// such a refusal has with a client that writes at once: their handshake ends without the client's
 // certificate being checked, and the server then resets the connection
 // (SO_LINGER 0) without an alert, which is what the client meets when the
 // reset of a server that closed with its request unread overtakes the

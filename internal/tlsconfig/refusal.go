@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"syscall"
@@ -52,6 +53,21 @@ func remoteAlert(err error) error {
 		return err
 	}
 	return nil
+}
+
+// ExplainDropped asks the server at addr (Refusal, with tc) about err when
+// err is a connection that ended without a word (Dropped). It returns the
+// server's alert and err with the alert joined ("…; a second connection
+// that waited for the server's answer got remote error: tls: …"), or nil
+// and err itself when err is not dropped or the server sends no alert.
+func ExplainDropped(ctx context.Context, addr string, tc *tls.Config, err error) (alert, joined error) {
+	if !Dropped(err) {
+		return nil, err
+	}
+	if alert = Refusal(ctx, addr, tc); alert == nil {
+		return nil, err
+	}
+	return alert, fmt.Errorf("%w; a second connection that waited for the server's answer got %w", err, alert)
 }
 
 // Dropped reports whether err is a connection that the server ended without

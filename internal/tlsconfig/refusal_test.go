@@ -69,3 +69,30 @@ func TestDropped(t *testing.T) {
 		assert.False(t, tlsconfig.Dropped(err), "%v", err)
 	}
 }
+
+// TestExplainDropped: a dropped connection is asked about (the alert joins
+// the error, which still wraps the reset); any other error, or a server
+// that sends no alert, leaves the error as it was.
+func TestExplainDropped(t *testing.T) {
+	srv := testenv.StartRefusingTLSServer(t, 0)
+	tc, err := tlsconfig.Load("kafka.tls", tlsconfig.Config{Enabled: true, CAFile: srv.PKI.CAFile})
+	require.NoError(t, err)
+	reset := &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}
+
+	alert, joined := tlsconfig.ExplainDropped(t.Context(), srv.Addr, tc, reset)
+	require.Error(t, alert)
+	assert.ErrorIs(t, joined, syscall.ECONNRESET)
+	assert.ErrorContains(t, joined, "; a second connection that waited for the server's answer got remote error: tls: certificate required")
+	assert.Equal(t, 1, srv.Conns())
+
+	refused := errors.New("dial tcp: connection refused")
+	alert, joined = tlsconfig.ExplainDropped(t.Context(), srv.Addr, tc, refused)
+	require.NoError(t, alert)
+	assert.Same(t, refused, joined)
+	assert.Equal(t, 1, srv.Conns(), "an error that is not a dropped connection is not asked about")
+
+	quiet := testenv.StartRefusingTLSServer(t, 1<<30) // resets every connection: no alert
+	alert, joined = tlsconfig.ExplainDropped(t.Context(), quiet.Addr, tc, reset)
+	require.NoError(t, alert)
+	assert.Same(t, error(reset), joined)
+}
