@@ -64,6 +64,7 @@ type Client struct {
 	conn   *grpc.ClientConn
 	svc    flightpb.FlightServiceClient
 	verify *verifyWatch // nil without TLS
+	budget *readBudget  // nil when ReadAheadBytes is 0
 	log    *slog.Logger
 	mem    memory.Allocator
 	clock  Clock
@@ -110,7 +111,7 @@ func New(cfg Config, deps Deps) (*Client, error) {
 	}
 	c := &Client{
 		cfg: cfg, conn: conn, svc: flightpb.NewFlightServiceClient(conn), verify: watch,
-		log: deps.Logger, mem: deps.Allocator, clock: deps.Clock, rand: deps.Rand,
+		budget: newReadBudget(cfg.ReadAheadBytes), log: deps.Logger, mem: deps.Allocator, clock: deps.Clock, rand: deps.Rand,
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -131,6 +132,16 @@ func New(cfg Config, deps Deps) (*Client, error) {
 		c.rand = rand.Float64
 	}
 	return c, nil
+}
+
+// ReadBudget returns the bytes of Amp's messages that the Client's streams
+// hold now and the budget that bounds them (Config.ReadAheadBytes; 0: no
+// bound, and held is then not counted).
+func (c *Client) ReadBudget() (held, limit int64) {
+	if c.budget == nil {
+		return 0, 0
+	}
+	return c.budget.Held(), c.budget.total
 }
 
 // Addr returns the Amp server's address (Config.Addr), for messages.

@@ -51,9 +51,13 @@ type Config struct {
 	// ReadAhead is how many envelopes the reader may decode ahead of the
 	// consumer. Default 4; at least 1.
 	ReadAhead int
-	// ReadAheadBytes bounds the IPC body bytes of the envelopes decoded ahead
-	// of the consumer; 0 means only ReadAhead bounds it. A single batch
-	// larger than the bound is still delivered, alone. Default 64 MiB.
+	// ReadAheadBytes is the Client's read budget: it bounds the bytes of
+	// Amp's messages that all the Client's streams and queries hold
+	// together, from before a message is received until the consumer
+	// releases the envelope made of it (see the package doc,
+	// Backpressure); 0 means only ReadAhead bounds each stream. A single
+	// message larger than the budget is still received, alone. Default
+	// 64 MiB.
 	ReadAheadBytes int64
 	// ReceiveWindow is the HTTP/2 flow-control window of each DoGet stream
 	// and the connection's window over ReceiveWindowStreams of them: what

@@ -40,10 +40,21 @@
 // # Backpressure
 //
 // One goroutine per stream reads ahead of the consumer by at most
-// [Config.ReadAhead] envelopes and [Config.ReadAheadBytes] bytes of IPC
-// bodies, plus the one batch it is decoding and gRPC's HTTP/2 window. When
-// the consumer stops calling Next, the reader stops reading and gRPC flow
-// control stops the server.
+// [Config.ReadAhead] envelopes, plus gRPC's HTTP/2 window. All the streams
+// and queries of a Client share one read budget of [Config.ReadAheadBytes]:
+// a stream reserves room for its next message before it receives it (its
+// estimate: about its last message's size), waiting in line when the
+// budget is used up, and the message counts until the consumer releases
+// the envelope made of it ([Envelope.Release]), so the budget bounds what
+// is queued and what the consumers are still encoding, not only what is
+// read ahead. A message larger than its reservation is counted in full
+// when it arrives; a stream that waits over 50 ms for Amp to send anything
+// (at the head of its chain) gives its reservation back. So the bytes held
+// exceed the budget by at most the unreserved part of one message per
+// stream. Consumers must release each envelope before they wait for
+// anything but Amp; closing a stream gives back what its consumer still
+// holds. When the consumer stops calling Next, the reader stops reading
+// and gRPC flow control stops the server.
 //
 // # Reconnects
 //

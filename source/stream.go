@@ -11,10 +11,7 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/flight"
-	flightpb "github.com/apache/arrow-go/v18/arrow/flight/gen/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 )
@@ -69,6 +66,10 @@ type Envelope struct {
 	// Attempt is, for KindReconnect, the number of consecutive failed
 	// attempts so far (1 for the first reconnect after a healthy stream).
 	Attempt int
+
+	// held is the part of the Client's read budget that the batch's
+	// messages hold until Release (nil: none).
+	held *charge
 }
 
 // KeepAlive reports whether e is a 0-row batch that does not complete its
@@ -79,13 +80,19 @@ func (e Envelope) KeepAlive() bool {
 	return e.Kind == KindBatch && !e.Complete && (e.Batch == nil || e.Batch.NumRows() == 0)
 }
 
-// Release releases the batch, if any, and clears it. It is safe to call on
-// any envelope, more than once.
+// Release releases the batch, if any, and clears it, and gives the
+// memory of its Amp messages back to the Client's read budget
+// ([Config.ReadAheadBytes]). It is safe to call on any envelope, and on
+// copies of one, more than once. Release every envelope before waiting
+// for anything but Amp: until then it counts against the budget that
+// every stream of the Client shares.
 func (e *Envelope) Release() {
 	if e.Batch != nil {
 		e.Batch.Release()
 		e.Batch = nil
 	}
+	e.held.release()
+	e.held = nil
 }
 
 // Stream reads one Amp query. It is created by Client.Stream or
@@ -101,14 +108,13 @@ type Stream struct {
 	// backoff (WithRetryHook).
 	onRetry func(err error, attempt int)
 
-	items    chan item
-	maxBytes int64
-	bytes    *semaphore.Weighted // nil when ReadAheadBytes is 0
-	resume   chan struct{}       // Next → run: the reconnect marker was consumed
-	cancel   context.CancelFunc
-	done     chan struct{} // closed when run returns; runErr is set before
-	runErr   error
-	lastErr  error // owned by run: the error of the last failed attempt
+	items   chan Envelope
+	res     *reservation  // the stream's part of the Client's read budget; nil: no bound
+	resume  chan struct{} // Next → run: the reconnect marker was consumed
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when run returns; runErr is set before
+	runErr  error
+	lastErr error // owned by run: the error of the last failed attempt
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -116,11 +122,6 @@ type Stream struct {
 	// Consumer side, touched only by Next.
 	ackPending bool
 	final      error
-}
-
-type item struct {
-	env  Envelope
-	size int64 // bytes held in the read-ahead budget
 }
 
 // Stream starts a streaming query (amp-stream: true) that runs until ctx is
@@ -201,18 +202,15 @@ func (c *Client) open(ctx context.Context, sql string, streaming bool, cursor fu
 	rctx, cancel := context.WithCancel(ctx)
 	s := &Stream{
 		c: c, sql: sql, streaming: streaming, cursor: cursor, log: c.log,
-		items:    make(chan item, c.cfg.ReadAhead),
-		maxBytes: c.cfg.ReadAheadBytes,
-		resume:   make(chan struct{}, 1),
-		cancel:   cancel,
-		done:     make(chan struct{}),
-		closed:   make(chan struct{}),
+		items:  make(chan Envelope, c.cfg.ReadAhead),
+		res:    newReservation(c.budget),
+		resume: make(chan struct{}, 1),
+		cancel: cancel,
+		done:   make(chan struct{}),
+		closed: make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(s)
-	}
-	if s.maxBytes > 0 {
-		s.bytes = semaphore.NewWeighted(s.maxBytes)
 	}
 	go s.run(rctx, first)
 	return s, nil
@@ -249,15 +247,15 @@ func (s *Stream) Next(ctx context.Context) (Envelope, error) {
 		s.resume <- struct{}{} // capacity 1, and run consumes each token before the next marker
 	}
 	select {
-	case it := <-s.items:
-		return s.take(it), nil
+	case env := <-s.items:
+		return s.take(env), nil
 	case <-s.done:
 		// run ended; buffered items come first unless the stream was
 		// cancelled, which stops at once.
 		if !isContextErr(s.runErr) {
 			select {
-			case it := <-s.items:
-				return s.take(it), nil
+			case env := <-s.items:
+				return s.take(env), nil
 			default:
 			}
 		}
@@ -270,28 +268,28 @@ func (s *Stream) Next(ctx context.Context) (Envelope, error) {
 	}
 }
 
-func (s *Stream) take(it item) Envelope {
-	if s.bytes != nil && it.size > 0 {
-		s.bytes.Release(it.size)
-	}
-	if it.env.Kind == KindReconnect {
+func (s *Stream) take(env Envelope) Envelope {
+	if env.Kind == KindReconnect {
 		s.ackPending = true
 	}
-	return it.env
+	return env
 }
 
 // Close stops the reader, waits for its goroutine and the gRPC stream to
-// finish, and releases every envelope not yet returned by Next. It is
-// idempotent and always returns nil.
+// finish, and releases every envelope not yet returned by Next. The
+// envelopes that Next returned stop counting against the Client's read
+// budget (their batches stay valid until released). It is idempotent and
+// always returns nil.
 func (s *Stream) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
 		s.cancel()
 		<-s.done
+		defer s.res.close()
 		for {
 			select {
-			case it := <-s.items:
-				it.env.Release()
+			case env := <-s.items:
+				env.Release()
 			default:
 				return
 			}
@@ -332,7 +330,7 @@ func (s *Stream) loop(ctx context.Context, first reorg.Cursor) error {
 				// The marker goes after everything already queued; the
 				// consumer must see it (and roll back) before the cursor
 				// for the next attempt is read.
-				if err := s.push(ctx, Envelope{Kind: KindReconnect, Cause: s.lastErr, Attempt: failures}, 0); err != nil {
+				if err := s.push(ctx, Envelope{Kind: KindReconnect, Cause: s.lastErr, Attempt: failures}); err != nil {
 					return err
 				}
 				select {
@@ -418,10 +416,11 @@ func (s *Stream) attempt(ctx context.Context, cur reorg.Cursor) (res attemptResu
 	if err != nil {
 		return res, s.c.callError("DoGet", err)
 	}
-	dr := &dataReader{stream: st}
-	// NewRecordReader blocks until the schema arrives, which Amp sends only
+	mr := &messageReader{ctx: actx, stream: st, res: s.res}
+	defer s.res.drop() // messages received for a record that never came
+	// The reader blocks until the schema arrives, which Amp sends only
 	// with the first microbatch; cancelling actx unblocks it.
-	rdr, err := flight.NewRecordReader(dr, ipc.WithAllocator(s.c.mem))
+	rdr, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(s.c.mem))
 	if err != nil {
 		return res, s.c.callError("DoGet", err)
 	}
@@ -433,7 +432,7 @@ func (s *Stream) attempt(ctx context.Context, cur reorg.Cursor) (res attemptResu
 	var last AppMetadata
 	for idx := 0; rdr.Next(); idx++ {
 		rec := rdr.RecordBatch()
-		raw := rdr.LatestAppMetadata()
+		raw := mr.meta
 		md := last
 		if lastRaw == nil || !bytes.Equal(raw, lastRaw) {
 			var err error
@@ -444,16 +443,14 @@ func (s *Stream) attempt(ctx context.Context, cur reorg.Cursor) (res attemptResu
 				}
 				return res, err
 			}
-			// The message's bytes are not reused by gRPC (each FlightData
-			// is a fresh allocation), so keeping raw is safe; clone anyway
-			// so that the cache never depends on that.
+			// raw is part of the message's buffer: cloned, so that the
+			// cache does not keep the message alive.
 			lastRaw, last = append(lastRaw[:0], raw...), md
 		}
 		// Every envelope gets its own Ranges: consumers may keep them.
 		md.Ranges = slices.Clone(md.Ranges)
-		size := dr.take()
 		rec.Retain() // the reader releases its reference on the next Next
-		env := Envelope{Kind: KindBatch, Batch: rec, Ranges: md.Ranges, Complete: md.Complete, Index: idx}
+		env := Envelope{Kind: KindBatch, Batch: rec, Ranges: md.Ranges, Complete: md.Complete, Index: idx, held: s.res.take()}
 		if md.Complete && rec.NumRows() > 0 {
 			// Amp never sends this; deliver the rows, then the watermark,
 			// rather than lose them (amp-protocol.md §5.1 recommendation).
@@ -461,14 +458,13 @@ func (s *Stream) attempt(ctx context.Context, cur reorg.Cursor) (res attemptResu
 				slog.Int("batch", idx), slog.Int64("rows", rec.NumRows()))
 			wm := Envelope{Kind: KindBatch, Batch: rec.NewSlice(0, 0), Ranges: slices.Clone(md.Ranges), Complete: true, Index: idx}
 			env.Complete = false
-			if err := s.push(ctx, env, size); err != nil {
+			if err := s.push(ctx, env); err != nil {
 				wm.Release()
 				return res, err
 			}
 			env = wm
-			size = 0
 		}
-		if err := s.push(ctx, env, size); err != nil {
+		if err := s.push(ctx, env); err != nil {
 			return res, err
 		}
 		res.queued = true
@@ -481,55 +477,14 @@ func (s *Stream) attempt(ctx context.Context, cur reorg.Cursor) (res attemptResu
 	return res, io.EOF
 }
 
-// push queues env for Next, waiting for room in the read-ahead window. On
-// failure env is released.
-func (s *Stream) push(ctx context.Context, env Envelope, size int64) error {
-	w := min(size, s.maxBytes)
-	if s.bytes != nil && w > 0 {
-		if err := s.bytes.Acquire(ctx, w); err != nil {
-			env.Release()
-			return err
-		}
-	} else {
-		w = 0
-	}
+// push queues env for Next, waiting for room in the read-ahead window
+// (ReadAhead envelopes). On failure env is released.
+func (s *Stream) push(ctx context.Context, env Envelope) error {
 	select {
-	case s.items <- item{env: env, size: w}:
+	case s.items <- env:
 		return nil
 	case <-ctx.Done():
-		if w > 0 {
-			s.bytes.Release(w)
-		}
 		env.Release()
 		return ctx.Err()
 	}
-}
-
-// dataReader adapts the DoGet stream for flight.NewRecordReader: it skips
-// FlightData without an IPC header (as Amp's own decoder does) and counts
-// the body bytes received since the last record, for the read-ahead budget.
-type dataReader struct {
-	stream flightpb.FlightService_DoGetClient
-	bytes  int64
-}
-
-func (r *dataReader) Recv() (*flightpb.FlightData, error) {
-	for {
-		fd, err := r.stream.Recv()
-		if err != nil {
-			return nil, err
-		}
-		if len(fd.GetDataHeader()) == 0 {
-			continue
-		}
-		r.bytes += int64(len(fd.GetDataBody()))
-		return fd, nil
-	}
-}
-
-// take returns and resets the byte count.
-func (r *dataReader) take() int64 {
-	n := r.bytes
-	r.bytes = 0
-	return n
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
@@ -35,15 +36,18 @@ type bridge struct {
 	metrics *pipeline.Metrics
 	// slabs is the encoded records' memory kept for reuse, shared by the
 	// streams.
-	slabs    *pipeline.SlabCache
-	amp      *source.Client
-	kafka    sink.Config
-	admin    *sink.Admin
-	store    pipeline.Store
-	closers  []func()
-	registry *encode.Registry
-	control  *offsets.ControlCodec
-	health   *health.Tracker
+	slabs *pipeline.SlabCache
+	amp   *source.Client
+	// ampMetrics is amp, for the metrics that /metrics may read while
+	// connect sets it.
+	ampMetrics atomic.Pointer[source.Client]
+	kafka      sink.Config
+	admin      *sink.Admin
+	store      pipeline.Store
+	closers    []func()
+	registry   *encode.Registry
+	control    *offsets.ControlCodec
+	health     *health.Tracker
 	// regClient is the registry's client, for its probe.
 	regClient *sr.Client
 	// wait, when set, retries connecting to each service with backoff
@@ -101,6 +105,31 @@ func connect(ctx context.Context, cfg *config.Config, log *slog.Logger, needs ne
 	return b, nil
 }
 
+// readBudgetGauges are the metrics of the Amp client's read budget
+// (amp.read_ahead_bytes): what the streams hold of it, and its size; 0
+// until b has an Amp client.
+func readBudgetGauges(b *bridge) []prometheus.Collector {
+	budget := func(limit bool) float64 {
+		amp := b.ampMetrics.Load()
+		if amp == nil {
+			return 0
+		}
+		held, lim := amp.ReadBudget()
+		if limit {
+			return float64(lim)
+		}
+		return float64(held)
+	}
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "amp_bridge", Name: "amp_read_held_bytes",
+			Help: "Bytes of Amp's messages that the streams hold, from before they are received until their rows are encoded (at most amp.read_ahead_bytes, give or take a message per stream)."},
+			func() float64 { return budget(false) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "amp_bridge", Name: "amp_read_budget_bytes",
+			Help: "amp.read_ahead_bytes: the bound of amp_bridge_amp_read_held_bytes (0: none)."},
+			func() float64 { return budget(true) }),
+	}
+}
+
 // newBridgeShell builds what connects to nothing: the metrics registry,
 // the health tracker, the control codec.
 func newBridgeShell(cfg *config.Config, log *slog.Logger) *bridge {
@@ -108,6 +137,7 @@ func newBridgeShell(cfg *config.Config, log *slog.Logger) *bridge {
 	b.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b.metrics = pipeline.NewMetrics(b.reg)
 	b.slabs = pipeline.NewSlabCache(b.kafka.MaxBufferedBytes)
+	b.reg.MustRegister(readBudgetGauges(b)...)
 	b.health = health.New(health.Config{ReadyAfter: cfg.HTTP.ReadyTimeout, LiveAfter: cfg.HTTP.LiveTimeout,
 		ProbeInterval: cfg.HTTP.ProbeInterval}, b.reg, log.With("component", "health"), time.Now)
 	for _, sc := range cfg.Streams {
@@ -130,6 +160,7 @@ func (b *bridge) connect(ctx context.Context, needs need) error {
 			return fmt.Errorf("configuring the Amp client: %w", err)
 		}
 		b.closers = append(b.closers, func() { _ = b.amp.Close() })
+		b.ampMetrics.Store(b.amp)
 	}
 	if needs&needKafka != 0 {
 		// One batch compressor for every producer of the process, not one

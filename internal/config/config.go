@@ -88,8 +88,9 @@ func (c *Config) MemoryLimitBytes() int64 {
 // configured buffers can hold at once, so that the Go heap stays near what
 // the configuration allows rather than growing to twice its live size
 // between collections: 64 MiB (the runtime and the connections) plus
-// amp.read_ahead_bytes (Arrow batches decoded ahead, by all streams and
-// backfill workers together: Source shares it) plus 1.5 ×
+// amp.read_ahead_bytes (Amp's messages received and not yet encoded, by
+// all streams and backfill workers together: the source Client's read
+// budget) plus 1.5 ×
 // kafka.max_buffered_bytes (the encoded records of all streams, acknowledged
 // or not: the producer's buffer and the next microbatch held while a commit
 // runs) plus 512 KiB per stream (its producer, reader, Flight stream and
@@ -129,12 +130,12 @@ type AmpConfig struct {
 	// ReadAhead is how many envelopes are decoded ahead of the consumer.
 	// Default: source.DefaultConfig (4).
 	ReadAhead int `yaml:"read_ahead"`
-	// ReadAheadBytes bounds the bytes decoded ahead of the encoders, all
-	// streams and backfill workers together: each Amp query gets an equal
-	// share as its source.Config.ReadAheadBytes (a batch larger than its
-	// share is still delivered, alone), so that what the process decodes
-	// ahead does not grow with its number of streams; 0 means only
-	// ReadAhead bounds it. Default: source.DefaultConfig (64 MiB).
+	// ReadAheadBytes bounds the bytes of Amp's messages that the process
+	// holds, all streams and backfill workers together, from before a
+	// message is received until its rows are encoded (the source Client's
+	// read budget, source.Config.ReadAheadBytes), so that it does not grow
+	// with the number of streams; 0 means only ReadAhead bounds it.
+	// Default: source.DefaultConfig.
 	ReadAheadBytes ByteSize `yaml:"read_ahead_bytes"`
 	// ReceiveWindowBytes is what Amp may have sent the process's streams
 	// before their readers read it, all streams and backfill workers
@@ -869,7 +870,7 @@ func (c *Config) Source() source.Config {
 	s.RequestTimeout = a.RequestTimeout
 	s.ReadAhead = a.ReadAhead
 	s.ReceiveWindowStreams = c.ampQueries()
-	s.ReadAheadBytes = readAheadShare(int64(a.ReadAheadBytes), s.ReceiveWindowStreams)
+	s.ReadAheadBytes = int64(a.ReadAheadBytes)
 	s.ReceiveWindow = receiveWindow(int64(a.ReceiveWindowBytes), s.ReceiveWindowStreams)
 	s.Backoff.Initial = a.ReconnectMin
 	s.Backoff.Max = a.ReconnectMax
@@ -908,16 +909,6 @@ func receiveWindow(total int64, n int) int32 {
 		return 0
 	}
 	return int32(max(share, source.MinReceiveWindow))
-}
-
-// readAheadShare is each Amp query's share of total over n queries: 0 (no
-// byte bound) stays 0, and a share is at least one byte, so that a query
-// whose share is smaller than a batch still decodes one batch ahead.
-func readAheadShare(total int64, n int) int64 {
-	if total == 0 {
-		return 0
-	}
-	return max(total/int64(max(n, 1)), 1)
 }
 
 // SchemaRegistry maps registry onto the registry client's configuration.

@@ -245,26 +245,15 @@ func TestReceiveWindowShares(t *testing.T) {
 	}
 }
 
-// TestReadAheadShares checks that amp.read_ahead_bytes bounds what the
-// process decodes ahead, not each query: every Amp query (a stream, a
-// backfill worker) gets an equal share, at least one byte (a batch larger
-// than its share is still decoded, alone), and 0 stays no byte bound.
-func TestReadAheadShares(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		total   ByteSize
-		streams []StreamConfig
-		want    int64
-	}{
-		{"one stream has it all", 64 << 20, streamConfigs(1, 0), 64 << 20},
-		{"100 streams", 64 << 20, streamConfigs(100, 0), 64 << 20 / 100},
-		{"backfill workers count", 64 << 20, streamConfigs(1, 4), 64 << 20 / 5},
-		{"at least one byte", 100, streamConfigs(1000, 0), 1},
-		{"0 is no byte bound", 0, streamConfigs(100, 0), 0},
-	} {
-		c := Config{Amp: AmpConfig{ReadAheadBytes: tc.total}, Streams: tc.streams}
-		s := c.Source()
-		assert.Equal(t, tc.want, s.ReadAheadBytes, tc.name)
-		assert.LessOrEqual(t, s.ReadAheadBytes*int64(s.ReceiveWindowStreams), max(int64(tc.total), int64(s.ReceiveWindowStreams)), tc.name)
+// TestReadAheadIsTheProcesses checks that amp.read_ahead_bytes goes whole
+// to the source Client, which all the streams and backfill workers share
+// (source's TestReadBudgetIsTheClients): a share per query here would
+// divide it twice.
+func TestReadAheadIsTheProcesses(t *testing.T) {
+	for _, streams := range [][]StreamConfig{streamConfigs(1, 0), streamConfigs(100, 0), streamConfigs(1, 4)} {
+		for _, total := range []ByteSize{64 << 20, 0} {
+			c := Config{Amp: AmpConfig{ReadAheadBytes: total}, Streams: streams}
+			assert.Equal(t, int64(total), c.Source().ReadAheadBytes, "%d streams", len(streams))
+		}
 	}
 }
