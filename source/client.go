@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
@@ -104,6 +105,9 @@ func New(cfg Config, deps Deps) (*Client, error) {
 			Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout,
 		}))
 	}
+	// The received frames are kept for reuse up to a bound (framePool),
+	// not by gRPC's default pool.
+	opts = append(opts, experimental.WithBufferPool(newFramePool(maxIdleFrames)))
 	opts = append(opts, deps.DialOptions...)
 	conn, err := grpc.NewClient(cfg.Addr, opts...)
 	if err != nil {
