@@ -57,7 +57,7 @@ type Config struct {
 	// releases the envelope made of it (see the package doc,
 	// Backpressure); 0 means only ReadAhead bounds each stream. A single
 	// message larger than the budget is still received, alone. Default
-	// 64 MiB.
+	// 32 MiB.
 	ReadAheadBytes int64
 	// ReceiveWindow is the HTTP/2 flow-control window of each DoGet stream
 	// and the connection's window over ReceiveWindowStreams of them: what
@@ -117,7 +117,7 @@ func DefaultConfig() Config {
 		MaxRecvMsgSize:       DefaultMaxRecvMsgSize,
 		RequestTimeout:       30 * time.Second,
 		ReadAhead:            4,
-		ReadAheadBytes:       64 << 20,
+		ReadAheadBytes:       32 << 20,
 		ReceiveWindowStreams: 1,
 		Backoff: BackoffConfig{
 			Initial:    250 * time.Millisecond,
@@ -162,7 +162,7 @@ func (c Config) Validate() error {
 		add("amp.read_ahead must be at least 1 (default 4)")
 	}
 	if c.ReadAheadBytes < 0 {
-		add("amp.read_ahead_bytes must not be negative (0 = no byte bound; default 64 MiB)")
+		add("amp.read_ahead_bytes must not be negative (0 = no byte bound; default 32 MiB)")
 	}
 	if c.ReceiveWindow != 0 && c.ReceiveWindow < MinReceiveWindow {
 		add("amp.receive_window_bytes gives each stream %d bytes, below HTTP/2's 64 KiB; raise it or set 0 for gRPC's own window", c.ReceiveWindow)

@@ -96,8 +96,8 @@ func (c *Config) MemoryLimitBytes() int64 {
 // runs) plus 512 KiB per stream (its producer, reader, Flight stream and
 // encoder: an idle stream's heap, measured with 1 and 100 streams; what a
 // busy stream has in flight is bounded process-wide, by the terms above
-// and amp.receive_window_bytes). 176.5 MiB with the defaults and one
-// stream, 226 MiB with 100.
+// and amp.receive_window_bytes). 144.5 MiB with the defaults and one
+// stream, 194 MiB with 100.
 func (c *Config) AutoMemoryLimit() int64 {
 	return 64<<20 + int64(c.Amp.ReadAheadBytes) + 3*int64(c.Kafka.MaxBufferedBytes)/2 + int64(len(c.Streams))*perStreamMemory
 }

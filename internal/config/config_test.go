@@ -44,7 +44,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	assert.Equal(t, ByteSize(64<<20), c.Amp.MaxRecvBytes)
 	assert.Equal(t, MemoryLimitAuto, c.MemoryLimit)
 	assert.Equal(t, int64(0), c.MemoryLimitBytes(), "auto")
-	assert.Equal(t, int64(176<<20+512<<10), c.AutoMemoryLimit(), "64MiB + read_ahead_bytes + 1.5 × max_buffered_bytes + 512KiB for the one stream")
+	assert.Equal(t, int64(144<<20+512<<10), c.AutoMemoryLimit(), "64MiB + read_ahead_bytes (32MiB) + 1.5 × max_buffered_bytes + 512KiB for the one stream")
 }
 
 func TestMemoryLimitConfig(t *testing.T) {
@@ -55,7 +55,7 @@ func TestMemoryLimitConfig(t *testing.T) {
 	}
 	c, err := LoadConfig(writeConfig(t, minimalYAML), envMap(map[string]string{"BRIDGE_KAFKA_MAX_BUFFERED_BYTES": "16MiB"}))
 	require.NoError(t, err)
-	assert.Equal(t, int64(64<<20+64<<20+24<<20+512<<10), c.AutoMemoryLimit(), "follows kafka.max_buffered_bytes")
+	assert.Equal(t, int64(64<<20+32<<20+24<<20+512<<10), c.AutoMemoryLimit(), "follows kafka.max_buffered_bytes")
 }
 
 func TestLoadConfigEnvOverridesAndSecrets(t *testing.T) {
