@@ -114,6 +114,7 @@ func (r *Stream) joinCommit() error {
 	r.job = nil
 	if j.err != nil {
 		r.dropHeld()
+		r.commitErr = j.err
 		return j.err
 	}
 	r.finishCommit(j)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/encode"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/config"
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/reorg"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
 )
@@ -353,4 +355,64 @@ func TestCloseOfALostStreamAbandonsItsTransaction(t *testing.T) {
 			assert.Equal(t, tc.endTxns, endTxns.Load())
 		})
 	}
+}
+
+// TestShutdownAfterAFailedCommitCommitsNothing checks that a stream whose
+// commit failed in Kafka (reported once, by hold) and that is then stopped
+// (runOnce turns any error of a stream whose context ended into a
+// shutdown) commits nothing more: the reorg state was committed past the
+// failed transaction before its Kafka commit and its held batches were
+// dropped, so a shutdown commit of the complete microbatch pending would
+// record the failed transaction's watermarks and a batch without its rows
+// (TestClusterUnderFaults: the next owner's reconciliation then fails for
+// good with "the control events do not rebuild a checkpoint").
+func TestShutdownAfterAFailedCommitCommitsNothing(t *testing.T) {
+	f := newPipeFixture(t)
+	r := f.r
+	codec, err := offsets.NewControlCodec()
+	require.NoError(t, err)
+	store, err := offsets.NewFileStore(t.TempDir(), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	r.deps.Control, r.deps.ControlTopic, r.deps.Store = codec, "pipe", store
+	r.lastFull = 0 // a full checkpoint copy was written: this commit would carry only its state
+	r.machine, err = reorg.New(reorg.DefaultConfig(), reorg.Snapshot{Watermarks: []reorg.Watermark{}})
+	require.NoError(t, err)
+	// Transaction N (block 1) is committing; the run loop reads block 2,
+	// a complete microbatch, and holds its rows.
+	evs, err := r.machine.Apply([]reorg.BlockRange{{Network: "eth", Start: 1, End: 1, Hash: reorg.Hash{1}, PrevHash: reorg.Hash{9}, HasPrevHash: true}}, true, 10)
+	require.NoError(t, err)
+	require.NoError(t, r.machine.Commit(evs[len(evs)-1].Seq))
+	j := inFlight()
+	r.job, r.bound = j, j
+	evs, err = r.machine.Apply([]reorg.BlockRange{{Network: "eth", Start: 2, End: 2, Hash: reorg.Hash{2}, PrevHash: reorg.Hash{1}, HasPrevHash: true}}, true, 10)
+	require.NoError(t, err)
+	require.NoError(t, r.hold(t.Context(), f.batch(t, "n1")))
+	r.txn.pending = []pendingBatch{{wm: evs[len(evs)-1], rows: 10}}
+
+	var commits atomic.Int32
+	f.c.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		if req.(*kmsg.EndTxnRequest).Commit {
+			commits.Add(1)
+		}
+		return nil, nil, false
+	})
+	boom := fmt.Errorf("%w: commit N aborted", sink.ErrAborted)
+	j.kafkaErr, j.err = boom, boom
+	close(j.kafka)
+	close(j.done)
+	require.ErrorIs(t, r.hold(t.Context(), f.batch(t, "n1-b")), boom, "the failed commit's error stops the run loop")
+
+	// The member stops the stream meanwhile: runOnce calls shutdown.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err = r.shutdown(ctx)
+	require.ErrorIs(t, err, boom, "the shutdown reports the failed commit instead of committing")
+	assert.Nil(t, r.job, "no commit was started")
+	assert.Zero(t, commits.Load(), "no transaction was committed after the failed one")
+	assert.False(t, r.prod.Stats().Open)
+	_, err = store.Load(t.Context(), "pipe")
+	assert.ErrorIs(t, err, offsets.ErrNotFound, "no checkpoint was written")
+	r.close(ctx)
+	assert.NoError(t, r.commitErr, "the next run starts clean")
 }

@@ -293,6 +293,13 @@ type Stream struct {
 	// job's Kafka commit, heldBytes their size.
 	held      []heldBatch
 	heldBytes int
+	// commitErr is the error of a commit of this run that failed (joinCommit
+	// reports it once): the run loop's state no longer matches Kafka (the
+	// reorg state was committed past the failed transaction before its Kafka
+	// commit, its held batches were dropped), so this run commits nothing
+	// more, a shutdown's commit included; the next run rebuilds it from the
+	// checkpoint. Reset by close.
+	commitErr error
 
 	// changed is the recorded fingerprint when the stream's SQL or schema
 	// changed under its id and schema_evolution let it through
@@ -432,6 +439,7 @@ func (r *Stream) close(ctx context.Context) {
 	}
 	r.closeBackfillWorkers(ctx)
 	r.txn.reset()
+	r.commitErr = nil
 }
 
 // connect prepares the control topic, the producer (which fences a
@@ -1270,6 +1278,14 @@ func (r *Stream) retractInto(orig []byte, tsMs int64, cause string) ([]byte, err
 func (r *Stream) commit(ctx context.Context) error {
 	if err := r.settle(ctx); err != nil {
 		return err
+	}
+	if r.commitErr != nil {
+		// A shutdown after the failure was reported (runOnce stops a
+		// stream whose context ended, whatever the error): the pending
+		// batches' state includes the failed transaction's, and their
+		// rows may have been dropped with the held batches.
+		return fmt.Errorf("stream %s: not committing after a failed commit (the next start resumes from the checkpoint): %w",
+			r.cfg.ID, r.commitErr)
 	}
 	pending := r.txn.pending
 	last := pending[len(pending)-1].wm
