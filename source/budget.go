@@ -3,6 +3,7 @@ package source
 import (
 	"container/list"
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,9 +18,9 @@ const ampMessageBytes = 2 << 20
 const minEstimate = 4 << 10
 
 // idleRelease is how long a stream keeps its reservation, while others
-// wait for room, before it gives it back: a stream waiting for a block at
-// the head of its chain (or for the first answer to its query) must not
-// keep the others from receiving. It is long enough that a message that
+// wait for room, before it gives it back: a stream waiting for the first
+// answer to its query, or for a block of a chain that stalled in the
+// middle of a microbatch, must not keep the others from receiving. It is long enough that a message that
 // is arriving, slowly on a loaded machine, is rarely taken for none.
 const idleRelease = time.Second
 
@@ -35,8 +36,9 @@ const idleRelease = time.Second
 // meanwhile. Once the message is in, the reservation is trued up to its
 // size without waiting: the memory is there, and counting it makes the
 // others wait. A stream whose message has not come within idle while
-// others wait for room gives its reservation back (it is at the head of
-// its chain, waiting for a block); the message that comes later is
+// others wait for room gives its reservation back (it waits for the
+// first answer to its query, or for a block of a chain that stalled); the
+// message that comes later is
 // counted when it comes. So what is held can exceed the budget by the
 // part of one message per stream that its reservation did not cover.
 //
@@ -169,10 +171,15 @@ func (b *readBudget) seen(n int64) {
 // envelope holds the budget only as long as its stream lives.
 type reservation struct {
 	b *readBudget
-	// est is the next message's estimate: the last message's size, or a
-	// quarter of the estimate before it if that was more (Amp ends each
-	// microbatch's messages of up to 2 MiB with a small one).
-	est int64
+	// recent are the sizes of the last record batch messages of the
+	// current microbatch (a ring, next is where the next one goes): the
+	// next one's estimate is the largest of them. After a microbatch's
+	// last message (boundary) the next is estimated small: a stream at
+	// the head of its chain waits for a block there, holding next to
+	// nothing, and a stream that catches up has the first message of its
+	// next microbatch counted when it comes.
+	recent [4]int64
+	next   int
 	// pending is counted for the record batch message received since the
 	// last take.
 	pending int64
@@ -186,7 +193,14 @@ func newReservation(b *readBudget) *reservation {
 	if b == nil {
 		return nil
 	}
-	return &reservation{b: b, est: b.largest.Load(), outstanding: map[*charge]struct{}{}}
+	r := &reservation{b: b, outstanding: map[*charge]struct{}{}}
+	r.recent[0] = b.largest.Load()
+	return r
+}
+
+// estimate is the size expected of the next record batch message.
+func (r *reservation) estimate() int64 {
+	return max(minEstimate, slices.Max(r.recent[:]))
 }
 
 // receive reserves room for the next message, calls recv and trues the
@@ -201,7 +215,7 @@ func receive[T any](ctx context.Context, r *reservation, recv func() (T, error),
 	// While a message is received, gRPC holds its frames, and the codec
 	// then copies them into the message's one buffer: twice its size, for
 	// a moment.
-	reserved, err := r.b.acquire(ctx, 2*r.est)
+	reserved, err := r.b.acquire(ctx, 2*r.estimate())
 	if err != nil {
 		var zero T
 		return zero, 0, err
@@ -219,8 +233,6 @@ func receive[T any](ctx context.Context, r *reservation, recv func() (T, error),
 	} else {
 		r.b.release(got - n)
 	}
-	r.est = max(n, r.est/4, minEstimate)
-	r.b.seen(n)
 	return m, n, nil
 }
 
@@ -285,10 +297,21 @@ func (b *readBudget) waiting() int {
 }
 
 // hold keeps n counted bytes of a record batch's message for the next
-// take.
+// take, and makes it one of the sizes the estimates come from.
 func (r *reservation) hold(n int64) {
 	if r != nil {
 		r.pending += n
+		r.recent[r.next] = n
+		r.next = (r.next + 1) % len(r.recent)
+		r.b.seen(n)
+	}
+}
+
+// boundary says that the message held last ended a microbatch: the next
+// one is estimated small.
+func (r *reservation) boundary() {
+	if r != nil {
+		r.recent = [4]int64{}
 	}
 }
 

@@ -161,3 +161,23 @@ func TestChargeReleaseOnce(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, int64(0), b.Held())
 }
+
+// TestReservationEstimate: a stream reserves for the largest of its last
+// messages, and after a microbatch's last message next to nothing (it may
+// wait there for a block at the head of its chain).
+func TestReservationEstimate(t *testing.T) {
+	b := newReadBudget(64 << 20)
+	r := newReservation(b)
+	assert.Equal(t, int64(ampMessageBytes), r.estimate(), "a new stream: Amp's message size")
+	for _, n := range []int64{1 << 20, 300 << 10, 2 << 20, 100 << 10, 50 << 10} {
+		r.hold(n)
+	}
+	assert.Equal(t, int64(2<<20), r.estimate(), "the largest of the last four")
+	r.hold(60 << 10)
+	r.hold(70 << 10)
+	r.hold(80 << 10)
+	assert.Equal(t, int64(80<<10), r.estimate(), "the 2 MiB message is no longer among the last four")
+	r.boundary()
+	assert.Equal(t, int64(minEstimate), r.estimate(), "after a microbatch's last message")
+	r.drop()
+}

@@ -449,6 +449,9 @@ func (s *Stream) attempt(ctx context.Context, cur reorg.Cursor) (res attemptResu
 		}
 		// Every envelope gets its own Ranges: consumers may keep them.
 		md.Ranges = slices.Clone(md.Ranges)
+		if md.Complete {
+			s.res.boundary()
+		}
 		rec.Retain() // the reader releases its reference on the next Next
 		env := Envelope{Kind: KindBatch, Batch: rec, Ranges: md.Ranges, Complete: md.Complete, Index: idx, held: s.res.take()}
 		if md.Complete && rec.NumRows() > 0 {
