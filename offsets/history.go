@@ -227,10 +227,16 @@ func (c *Control) NewestState(ctx context.Context, stream string, from int64) (*
 		return nil, err
 	}
 	if len(hist) == 0 || hist[len(hist)-1].Offset != h.Offset {
-		return nil, fmt.Errorf("control topic %s: the stream's watermark at offset %d vanished between two reads: %w",
-			c.topic, h.Offset, ErrControlTruncated)
+		// Not ErrControlTruncated: a read that races a deletion may
+		// find the stream's state on the next start.
+		return nil, fmt.Errorf("control topic %s: the stream's watermark at offset %d vanished between two reads (were records deleted?)",
+			c.topic, h.Offset)
 	}
 	st, err := StateAt(hist, len(hist)-1)
+	if errors.Is(err, ErrRollForward) {
+		return nil, fmt.Errorf("control topic %s, stream %q: %w. The committed events are what they are, so a restart finds the same: "+
+			"restore the control topic if it can be restored, or start over under a new stream id with new topics", c.topic, stream, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("control topic %s: %w", c.topic, err)
 	}

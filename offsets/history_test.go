@@ -314,6 +314,25 @@ func TestNewestStateTruncated(t *testing.T) {
 	require.ErrorIs(t, err, ErrControlTruncated)
 }
 
+// TestNewestStateLostEvent: a committed watermark between the full copy
+// and the newest one gone from the log (a broker that lost a committed
+// record) leaves the newest one retaining a batch that no event records:
+// recovery fails with ErrRollForward and says that a restart finds the
+// same and what to do.
+func TestNewestStateLostEvent(t *testing.T) {
+	w := newSimWriter(t, 64)
+	for range 5 {
+		w.commit("a")
+	}
+	w.log.recs = slices.Delete(w.log.recs, 2, 3) // the third watermark, a delta
+	_, err := w.control().NewestState(t.Context(), "a", NoOffset)
+	require.ErrorIs(t, err, ErrRollForward)
+	assert.NotErrorIs(t, err, ErrControlTruncated)
+	assert.ErrorContains(t, err, `control topic ctl, stream "a"`)
+	assert.ErrorContains(t, err, "a restart finds the same")
+	assert.ErrorContains(t, err, "new stream id")
+}
+
 // TestNewest finds the newest event matching a predicate, and the search
 // does not read past the from offset.
 func TestNewest(t *testing.T) {

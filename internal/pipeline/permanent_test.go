@@ -57,3 +57,14 @@ func TestPermanentKafkaAccess(t *testing.T) {
 		assert.True(t, Permanent(err), "%v", err)
 	}
 }
+
+// TestPermanentControlTopic: control events that do not rebuild the
+// stream's state, or a control topic that no longer holds them, stop the
+// stream: a restart reads the same committed events (offsets'
+// TestNewestStateLostEvent and TestNewestStateTruncated make them).
+func TestPermanentControlTopic(t *testing.T) {
+	for _, kind := range []error{offsets.ErrRollForward, offsets.ErrControlTruncated} {
+		err := fmt.Errorf("reconciling the checkpoint of stream s with Kafka: %w", fmt.Errorf("control topic c: %w", kind))
+		assert.True(t, Permanent(err), "%v", err)
+	}
+}

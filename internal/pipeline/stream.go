@@ -380,7 +380,7 @@ func Permanent(err error) bool {
 		sink.ErrOrphanedTransaction, sink.ErrDataTopicLost, sink.ErrAuthentication, sink.ErrUntrustedCertificate,
 		sink.ErrNotAuthorized, sink.ErrSASLMechanism, sink.ErrClientCertificate,
 		offsets.ErrFenced, offsets.ErrStoreAhead, offsets.ErrDiverged, offsets.ErrFingerprintChanged, offsets.ErrInvalid,
-		offsets.ErrUnsupportedFormat, offsets.ErrMalformedEvent, offsets.ErrRedisAuth, offsets.ErrRedisPermission, offsets.ErrRedisTLS,
+		offsets.ErrUnsupportedFormat, offsets.ErrMalformedEvent, offsets.ErrRollForward, offsets.ErrControlTruncated, offsets.ErrRedisAuth, offsets.ErrRedisPermission, offsets.ErrRedisTLS,
 		source.ErrPermanent,
 		encode.ErrUnsupportedType, encode.ErrNameCollision, encode.ErrIncompatible, encode.ErrKeyColumn, encode.ErrSchemaChanged,
 		encode.ErrRegistryAuth, encode.ErrRegistryPermission, encode.ErrRegistryTLS,
