@@ -39,8 +39,8 @@ func TestReadBudgetOrder(t *testing.T) {
 	small := acquireAsync(t.Context(), b, 1) // fits, but comes after big
 	waitFor(t, func() bool { return b.waiting() == 2 })
 	select {
-	case <-small:
-		t.Fatal("a later, smaller acquire overtook a waiting one")
+	case err := <-small:
+		t.Fatalf("a later, smaller acquire overtook a waiting one (%v)", err)
 	case <-time.After(50 * time.Millisecond):
 	}
 

@@ -20,7 +20,10 @@ import (
 // arrived, which would keep a stream's last message alive, outside the
 // budget, for as long as the stream waits.
 type messageReader struct {
-	ctx    context.Context
+	// ctx is the DoGet call's, for the waits for the read budget:
+	// ipc.MessageReader.Message takes none, and the reader lives exactly
+	// as long as the call.
+	ctx    context.Context //nolint:containedctx // see above
 	stream flightpb.FlightService_DoGetClient
 	res    *reservation // nil: no byte bound
 	// meta is the newest message's app_metadata, until the next Message.
