@@ -38,6 +38,13 @@ const (
 	headerAuth   = "authorization"
 )
 
+// readBufferSize is how much of the socket the connection reads at a time.
+// gRPC's 32 KiB meant a read syscall and a poller wake-up for every two
+// 16 KiB frames of a 2 MiB message; with 256 KiB, BenchmarkDecodeStream/star
+// on one core took 17 ms per query instead of 21 (server and client). It
+// is one buffer per connection.
+const readBufferSize = 256 << 10
+
 // Deps are the injected collaborators of a Client. Every field is optional.
 type Deps struct {
 	// Logger receives the reconnect warnings of streams opened without
@@ -106,8 +113,9 @@ func New(cfg Config, deps Deps) (*Client, error) {
 		}))
 	}
 	// The received frames are kept for reuse up to a bound (framePool),
-	// not by gRPC's default pool.
-	opts = append(opts, experimental.WithBufferPool(newFramePool(maxIdleFrames)))
+	// not by gRPC's default pool. The connection reads the socket in
+	// readBufferSize chunks, not gRPC's 32 KiB.
+	opts = append(opts, experimental.WithBufferPool(newFramePool(maxIdleFrames)), grpc.WithReadBufferSize(readBufferSize))
 	opts = append(opts, deps.DialOptions...)
 	conn, err := grpc.NewClient(cfg.Addr, opts...)
 	if err != nil {

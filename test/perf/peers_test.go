@@ -607,6 +607,8 @@ type e2eResult struct {
 	PeakRSSMiB     float64   `json:"client_peak_rss_mib"`
 	Load           []string  `json:"load_average"`
 	Profile        string    `json:"cpu_profile,omitempty"`
+	// windows are those Windows and the medians were taken from.
+	windows []window
 }
 
 // fill sets the medians of ws.
@@ -626,6 +628,7 @@ func (r *e2eResult) fill(ws []window) {
 			return v[n/2]
 		}
 	}
+	r.windows = ws
 	for _, w := range ws {
 		r.Windows = append(r.Windows, w.rowsPerSec)
 		r.Load = append(r.Load, w.load)
@@ -677,4 +680,30 @@ func TestFillTakesTheMedianWindow(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMergeRoundsPoolsWindows checks that a configuration run in several
+// rounds is one result whose figure is the median of every round's
+// windows, in the order the configurations were first run.
+func TestMergeRoundsPoolsWindows(t *testing.T) {
+	res := func(cfg string, rates ...float64) e2eResult {
+		r := e2eResult{Config: cfg, Contender: "bridge", Profile: cfg + ".pprof"}
+		var ws []window
+		for _, v := range rates {
+			ws = append(ws, window{rowsPerSec: v, bytesPerRow: 100})
+		}
+		r.fill(ws)
+		return r
+	}
+	in := []e2eResult{res("kfake/p1", 10, 30), res("kfake/p1/star", 5, 7), res("kfake/p1", 20, 40), res("kfake/p1/star", 6, 9)}
+	out := mergeRounds(in, 2)
+	require.Len(t, out, 2)
+	require.Equal(t, "kfake/p1", out[0].Config)
+	require.Equal(t, []float64{10, 30, 20, 40}, out[0].Windows)
+	require.InDelta(t, 25, out[0].RowsPerSec, 1e-9, "the median of both rounds' windows")
+	require.Equal(t, "kfake/p1.pprof", out[0].Profile, "the first round's profile")
+	require.Contains(t, out[0].Method, "2 rounds")
+	require.Equal(t, "kfake/p1/star", out[1].Config)
+	require.InDelta(t, 6.5, out[1].RowsPerSec, 1e-9)
+	require.Equal(t, in, mergeRounds(in, 1), "one round: left as it is")
 }

@@ -44,11 +44,13 @@ var (
 
 // e2eFile is what -perf.json holds.
 type e2eFile struct {
-	Results    []e2eResult `json:"results"`
-	Warmup     string      `json:"warmup"`
-	Run        string      `json:"window"`
-	Runs       int         `json:"windows"`
-	PeerWarmup string      `json:"peer_warmup"`
+	Results []e2eResult `json:"results"`
+	Warmup  string      `json:"warmup"`
+	Run     string      `json:"window"`
+	Runs    int         `json:"windows"`
+	// Rounds is -perf.rounds: Runs windows per configuration and round.
+	Rounds     int    `json:"rounds,omitempty"`
+	PeerWarmup string `json:"peer_warmup"`
 	// BrokerWarmup is -perf.broker-warmup ("0s": none).
 	BrokerWarmup string `json:"broker_warmup,omitempty"`
 }
@@ -489,7 +491,7 @@ func starFigures(f e2eFile) []figure {
 	if wide == nil {
 		return nil
 	}
-	method := fmt.Sprintf("%s; median of %d windows of %s after %s warm-up", wide.Method, f.Runs, f.Run, f.Warmup)
+	method := fmt.Sprintf("%s; median of %d windows of %s after %s warm-up", wide.Method, f.Runs*max(f.Rounds, 1), f.Run, f.Warmup)
 	out := []figure{{Group: "SELECT *", Name: "SELECT * (27 columns), exactly-once, 1 partition, rows/s", Unit: "rows/s committed",
 		Ours: wide.RowsPerSec, Peer: "issue #13 goal", PeerValue: starGoalRowsPerSec, Ratio: ratio(wide.RowsPerSec, starGoalRowsPerSec),
 		Method: method, Load: strings.Join(wide.Load, ", "), Broker: wide.Broker,

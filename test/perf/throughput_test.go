@@ -36,6 +36,7 @@ var (
 	flagWarmup     = flag.Duration("perf.warmup", 60*time.Second, "warm-up before the first measured window")
 	flagRun        = flag.Duration("perf.run", 60*time.Second, "length of one measured window")
 	flagRuns       = flag.Int("perf.runs", 3, "measured windows per configuration (the median is reported)")
+	flagRounds     = flag.Int("perf.rounds", 1, "times the list of configurations is run, in turn (a fresh simulator, broker and bridge each time): a configuration's figure is the median of its windows from every round, so that the machine's drift over the run falls on every configuration alike (peers: 1 round only)")
 	flagRate       = flag.Int("perf.rate", 0, "expected rows/s, to size the backfill history (0: 1.2M for kfake, 500k for kafka)")
 	flagTxPerBlk   = flag.Int("perf.tx-per-block", ampsim.DefaultTxPerBlock, "mean transactions per block of the simulated chain")
 	flagReplay     = flag.Int("perf.replay-blocks", 64, "template blocks of the simulator's replay mode (0: generate every row)")
@@ -155,18 +156,59 @@ func TestThroughput(t *testing.T) {
 		e.bridge = bridgetest.Build(t, false)
 	}
 	e.devstack = buildDevstack(t)
+	require.Positive(t, *flagRounds, "-perf.rounds must be at least 1")
+	require.True(t, *flagRounds == 1 || *flagPeers == "", "-perf.rounds above 1 is for the bridge alone: run the peers (-perf.peers) in one round")
+	wsByConfig := map[string][]window{}
+	for round := 1; round <= *flagRounds; round++ {
+		for _, c := range cfgs {
+			name := strings.ReplaceAll(c.name, "/", "_")
+			if *flagRounds > 1 {
+				name += fmt.Sprintf("_round%d", round)
+			}
+			t.Run(name, func(t *testing.T) {
+				wsByConfig[c.name] = append(wsByConfig[c.name], runConfig(t, e, c)...)
+			})
+		}
+	}
 	var summary []string
 	for _, c := range cfgs {
-		t.Run(strings.ReplaceAll(c.name, "/", "_"), func(t *testing.T) {
-			ws := runConfig(t, e, c)
+		if ws, ok := wsByConfig[c.name]; ok {
 			summary = append(summary, summarize(c, ws))
-		})
+			delete(wsByConfig, c.name) // a configuration listed twice is summarized once
+		}
 	}
-	t.Logf("summary (median of %d windows of %s after %s warm-up):\n%s", *flagRuns, *flagRun, *flagWarmup, strings.Join(summary, "\n"))
+	e.results = mergeRounds(e.results, *flagRounds)
+	t.Logf("summary (median of %d windows of %s after %s warm-up, %d round(s)):\n%s", *flagRuns, *flagRun, *flagWarmup, *flagRounds, strings.Join(summary, "\n"))
 	if *flagJSON != "" {
 		require.NoError(t, writeJSON(*flagJSON, e2eFile{Results: e.results, Warmup: flagWarmup.String(), Run: flagRun.String(),
-			Runs: *flagRuns, PeerWarmup: flagPeerWarmup.String(), BrokerWarmup: flagBrokerWarm.String()}))
+			Runs: *flagRuns, Rounds: *flagRounds, PeerWarmup: flagPeerWarmup.String(), BrokerWarmup: flagBrokerWarm.String()}))
 	}
+}
+
+// mergeRounds makes one result of the bridge's results of one
+// configuration from several rounds: the windows of every round, and
+// their medians.
+func mergeRounds(rs []e2eResult, rounds int) []e2eResult {
+	if rounds <= 1 {
+		return rs
+	}
+	var out []e2eResult
+	at := map[[2]string]int{}
+	for _, r := range rs {
+		k := [2]string{r.Config, r.Contender}
+		i, ok := at[k]
+		if !ok {
+			at[k] = len(out)
+			r.Method += fmt.Sprintf("; %d rounds, each configuration in turn with a fresh simulator, broker and bridge, its figure the median of the windows of every round (the CPU profile: the first round's)", rounds)
+			out = append(out, r)
+			continue
+		}
+		m := &out[i]
+		ws := append(slices.Clone(m.windows), r.windows...)
+		*m = e2eResult{Config: m.Config, Partitions: m.Partitions, Contender: m.Contender, Method: m.Method, Broker: m.Broker, Profile: m.Profile}
+		m.fill(ws)
+	}
+	return out
 }
 
 func buildDevstack(t *testing.T) string {
@@ -224,7 +266,9 @@ func freeAddr(t testing.TB) string {
 }
 
 func runConfig(t *testing.T, e *env, c perfConfig) []window {
-	dir := filepath.Join(e.out, strings.ReplaceAll(c.name, "/", "_"))
+	// The subtest's name: the configuration's, and its round's with
+	// -perf.rounds above 1.
+	dir := filepath.Join(e.out, filepath.Base(t.Name()))
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	rate := *flagRate
 	if rate == 0 {
