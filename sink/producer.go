@@ -217,6 +217,53 @@ type txn struct {
 	aborting sync.WaitGroup
 
 	mu sync.Mutex // guards the spans of every group (promises run on kgo goroutines)
+
+	// ctx is the context of the transaction's records in franz-go, which
+	// fails a partition's unsent records once the first one's context
+	// ends. The caller's context is not it: a shutdown cancels that, and
+	// then commits what was produced (a stream stopping at a watermark).
+	// ctx ends only when a Produce blocked for room in the buffer gives
+	// up because the watched caller's context ended (the transaction is
+	// then aborted), or when the transaction is over.
+	ctx    context.Context //nolint:containedctx // the records' context in franz-go, which lives as long as the transaction
+	cancel context.CancelFunc
+	// watched is the Done channel of the first cancelable context given
+	// to Produce, and unwatch stops the function that runs when it
+	// closes; inProduce is whether a Produce with that context is in
+	// franz-go's Produce, which blocks while the buffer is full.
+	watched   <-chan struct{}
+	unwatch   func() bool
+	inProduce atomic.Bool
+}
+
+// watch makes a Produce with ctx give up waiting for room in the buffer
+// when ctx ends, for the first cancelable ctx of the transaction, and
+// reports whether this Produce is one to give up. When ctx ends while such
+// a Produce is in franz-go's, blocked or not, the transaction's records
+// fail: that Produce returns ctx's error, so the transaction is aborted
+// anyway.
+func (t *txn) watch(ctx context.Context) bool {
+	done := ctx.Done()
+	if done == nil {
+		return false
+	}
+	if t.unwatch == nil {
+		t.watched = done
+		t.unwatch = context.AfterFunc(ctx, func() {
+			if t.inProduce.Load() {
+				t.cancel()
+			}
+		})
+	}
+	return done == t.watched
+}
+
+// end releases the transaction's record context and its watch.
+func (t *txn) end() {
+	if t.unwatch != nil {
+		t.unwatch()
+	}
+	t.cancel()
 }
 
 type group struct {
@@ -392,13 +439,17 @@ func (p *Producer) Begin() error {
 		byName: make(map[string]*group),
 		wake:   make(chan struct{}, 1),
 	}
+	p.txn.ctx, p.txn.cancel = context.WithCancel(context.Background())
 	p.txn.waitFor.Store(-1)
 	return nil
 }
 
 // Produce buffers rec in the open transaction and returns; delivery is
 // asynchronous. It blocks while the producer buffer is full (MaxBufferedBytes):
-// that is the backpressure to the caller, bounded by ctx.
+// that is the backpressure to the caller, bounded by ctx. Once buffered, a
+// record belongs to the transaction: ctx ending later does not fail it, so
+// that what was produced can still be committed after a shutdown began
+// (only a Produce that gives up waiting for room fails the transaction).
 //
 // A non-nil error means the transaction cannot commit (an earlier record
 // failed, ctx ended, or no transaction is open): stop producing and call
@@ -471,7 +522,14 @@ func (p *Producer) Produce(ctx context.Context, rec Record) error {
 		p.prom, p.promTxn, p.promGroup, p.promOwner = p.promise(t, g, rec.Owner), t, g, rec.Owner
 	}
 	handed = true
-	p.cl.Produce(ctx, kr, p.prom)
+	watched := t.watch(ctx)
+	if watched {
+		t.inProduce.Store(true)
+	}
+	p.cl.Produce(t.ctx, kr, p.prom)
+	if watched {
+		t.inProduce.Store(false)
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("producing to %s: %w", rec.Topic, err)
 	}
@@ -863,6 +921,7 @@ func (p *Producer) CommitWith(ctx context.Context, control func(flushed Committe
 
 // finish closes the bookkeeping of t with an outcome label.
 func (p *Producer) finish(t *txn, outcome string) {
+	t.end()
 	p.txn = nil
 	p.prom, p.promTxn, p.promGroup, p.promOwner = nil, nil, nil, nil
 	if p.m == nil {

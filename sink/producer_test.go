@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func TestProducerUsageErrors(t *testing.T) {
@@ -264,4 +266,72 @@ func TestProduceHeadersPerRecord(t *testing.T) {
 		require.Len(t, r.Headers, min(2, len(want[i][1])+1), "record %d", i)
 		require.Equal(t, want[i], got, "record %d", i)
 	}
+}
+
+// TestCanceledContextKeepsProducedRecords checks that records buffered
+// with a context that ends before they are sent still commit: a shutdown
+// cancels the stream's context and then commits what the stream produced
+// (franz-go fails a partition's unsent records once the first one's
+// context ends, so the caller's context must not be theirs).
+func TestCanceledContextKeepsProducedRecords(t *testing.T) {
+	for _, delivery := range []Delivery{DeliveryExactlyOnce, DeliveryAtLeastOnce} {
+		t.Run(string(delivery), func(t *testing.T) {
+			_, cfg := newCluster(t)
+			cfg.Delivery = delivery
+			cfg.Linger = time.Minute // buffered until the commit flushes them
+			createTopic(t, cfg, "data", 1)
+			p := newProducer(t, cfg, "s", Deps{})
+			require.NoError(t, p.Begin())
+			pctx, cancel := context.WithCancel(testCtx(t))
+			for i := range 3 {
+				require.NoError(t, p.Produce(pctx, dataRecord("data", "b", i)))
+			}
+			cancel()
+			_, err := p.Commit(testCtx(t))
+			require.NoError(t, err, "the records produced before the context ended must commit")
+			assert.Equal(t, []string{"b-row-0", "b-row-1", "b-row-2"}, values(consumeCommitted(t, cfg, "data")))
+		})
+	}
+}
+
+// TestCanceledContextUnblocksAFullBuffer checks that a Produce waiting for
+// room in a full buffer returns when its context ends, and that the
+// transaction then aborts: nothing of it is committed.
+func TestCanceledContextUnblocksAFullBuffer(t *testing.T) {
+	c, cfg := newCluster(t)
+	cfg.MaxBufferedRecords = 1
+	createTopic(t, cfg, "data", 1)
+	p := newProducer(t, cfg, "s", Deps{})
+	_ = produceBatches(t, p, "data", 1, "kept")
+	// The broker holds every produce request until release is closed, so
+	// the one buffered record is not acknowledged and the buffer stays full.
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	unstall := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unstall)
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+	require.NoError(t, p.Begin())
+	pctx, cancel := context.WithCancel(testCtx(t))
+	require.NoError(t, p.Produce(pctx, dataRecord("data", "dropped", 0)))
+	done := make(chan error, 1)
+	go func() { done <- p.Produce(pctx, dataRecord("data", "dropped", 1)) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Produce returned %v with a full buffer", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	cancel()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-testCtx(t).Done():
+		t.Fatal("Produce still blocked after its context ended")
+	}
+	unstall()
+	require.NoError(t, p.Abort(testCtx(t)))
+	assert.Equal(t, []string{"kept-row-0"}, values(consumeCommitted(t, cfg, "data")))
 }

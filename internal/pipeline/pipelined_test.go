@@ -37,6 +37,13 @@ type pipeFixture struct {
 
 func newPipeFixture(t *testing.T) *pipeFixture {
 	t.Helper()
+	return newPipeFixtureWith(t, nil)
+}
+
+// newPipeFixtureWith is newPipeFixture with the producer's configuration
+// changed by mutate.
+func newPipeFixtureWith(t *testing.T, mutate func(*sink.Config)) *pipeFixture {
+	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1), kfake.SeedTopics(1, "pipe"))
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
@@ -44,6 +51,9 @@ func newPipeFixture(t *testing.T) *pipeFixture {
 	kc.Brokers = c.ListenAddrs()
 	kc.TransactionalIDPrefix = "pipetest"
 	kc.Linger = 0
+	if mutate != nil {
+		mutate(&kc)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	prod, err := sink.NewProducer(ctx, kc, "pipe", sink.Deps{})
@@ -415,4 +425,42 @@ func TestShutdownAfterAFailedCommitCommitsNothing(t *testing.T) {
 	assert.ErrorIs(t, err, offsets.ErrNotFound, "no checkpoint was written")
 	r.close(ctx)
 	assert.NoError(t, r.commitErr, "the next run starts clean")
+}
+
+// TestShutdownCommitsWhatWasProduced checks that a stream stopped while
+// its open transaction ends at a watermark commits it, although its
+// records were produced under the run's context, which the stop canceled
+// before franz-go sent them.
+func TestShutdownCommitsWhatWasProduced(t *testing.T) {
+	f := newPipeFixtureWith(t, func(kc *sink.Config) { kc.Linger = time.Minute }) // unsent until the commit flushes
+	r := f.r
+	codec, err := offsets.NewControlCodec()
+	require.NoError(t, err)
+	store, err := offsets.NewFileStore(t.TempDir(), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	r.deps.Control, r.deps.ControlTopic, r.deps.Store = codec, "pipe", store
+	r.fingerprint = "test-fingerprint"
+	r.machine, err = reorg.New(reorg.DefaultConfig(), reorg.Snapshot{Watermarks: []reorg.Watermark{}})
+	require.NoError(t, err)
+	evs, err := r.machine.Apply([]reorg.BlockRange{{Network: "eth", Start: 1, End: 1, Hash: reorg.Hash{1}, PrevHash: reorg.Hash{9}, HasPrevHash: true}}, true, 10)
+	require.NoError(t, err)
+	var commits atomic.Int32
+	f.c.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		if req.(*kmsg.EndTxnRequest).Commit {
+			commits.Add(1)
+		}
+		return nil, nil, false
+	})
+
+	ctx, cancel := context.WithCancel(t.Context())
+	require.NoError(t, r.hold(ctx, f.batch(t, "b1")))
+	r.txn.pending = []pendingBatch{{wm: evs[len(evs)-1], rows: 10}}
+	cancel() // SIGTERM: runOnce calls shutdown
+	require.NoError(t, r.shutdown(ctx), "the open transaction ends at a watermark: the stop commits it")
+	assert.Equal(t, int32(1), commits.Load(), "one transaction committed")
+	cp, err := store.Load(t.Context(), "pipe")
+	require.NoError(t, err, "the checkpoint follows the commit")
+	assert.Equal(t, reorg.Point{Number: 1, Hash: reorg.Hash{1}}, cp.Cursor()["eth"], "the checkpoint is at the committed watermark")
+	r.close(ctx)
 }
