@@ -85,6 +85,31 @@ func (f *pipeFixture) batch(t *testing.T, id string) heldBatch {
 	return heldBatch{slab: s, out: produceBatch{topic: "pipe", batchID: id, op: "c", ts: time.Now()}, readyAt: time.Now()}
 }
 
+// checkpoints gives the stream the control codec and topic, and a file
+// store, which it returns.
+func (f *pipeFixture) checkpoints(t *testing.T) *offsets.FileStore {
+	t.Helper()
+	codec, err := offsets.NewControlCodec()
+	require.NoError(t, err)
+	store, err := offsets.NewFileStore(t.TempDir(), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	f.r.deps.Control, f.r.deps.ControlTopic, f.r.deps.Store = codec, "pipe", store
+	return store
+}
+
+// countCommits counts the EndTxn requests that commit.
+func (f *pipeFixture) countCommits() *atomic.Int32 {
+	var commits atomic.Int32
+	f.c.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.c.KeepControl()
+		if req.(*kmsg.EndTxnRequest).Commit {
+			commits.Add(1)
+		}
+		return nil, nil, false
+	})
+	return &commits
+}
+
 // inFlight is a commit job whose Kafka commit and checkpoint write the test
 // ends.
 func inFlight() *commitJob {
@@ -379,12 +404,9 @@ func TestCloseOfALostStreamAbandonsItsTransaction(t *testing.T) {
 func TestShutdownAfterAFailedCommitCommitsNothing(t *testing.T) {
 	f := newPipeFixture(t)
 	r := f.r
-	codec, err := offsets.NewControlCodec()
-	require.NoError(t, err)
-	store, err := offsets.NewFileStore(t.TempDir(), slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	r.deps.Control, r.deps.ControlTopic, r.deps.Store = codec, "pipe", store
+	store := f.checkpoints(t)
 	r.lastFull = 0 // a full checkpoint copy was written: this commit would carry only its state
+	var err error
 	r.machine, err = reorg.New(reorg.DefaultConfig(), reorg.Snapshot{Watermarks: []reorg.Watermark{}})
 	require.NoError(t, err)
 	// Transaction N (block 1) is committing; the run loop reads block 2,
@@ -399,14 +421,7 @@ func TestShutdownAfterAFailedCommitCommitsNothing(t *testing.T) {
 	require.NoError(t, r.hold(t.Context(), f.batch(t, "n1")))
 	r.txn.pending = []pendingBatch{{wm: evs[len(evs)-1], rows: 10}}
 
-	var commits atomic.Int32
-	f.c.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		f.c.KeepControl()
-		if req.(*kmsg.EndTxnRequest).Commit {
-			commits.Add(1)
-		}
-		return nil, nil, false
-	})
+	commits := f.countCommits()
 	boom := fmt.Errorf("%w: commit N aborted", sink.ErrAborted)
 	j.kafkaErr, j.err = boom, boom
 	close(j.kafka)
@@ -434,24 +449,14 @@ func TestShutdownAfterAFailedCommitCommitsNothing(t *testing.T) {
 func TestShutdownCommitsWhatWasProduced(t *testing.T) {
 	f := newPipeFixtureWith(t, func(kc *sink.Config) { kc.Linger = time.Minute }) // unsent until the commit flushes
 	r := f.r
-	codec, err := offsets.NewControlCodec()
-	require.NoError(t, err)
-	store, err := offsets.NewFileStore(t.TempDir(), slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	r.deps.Control, r.deps.ControlTopic, r.deps.Store = codec, "pipe", store
+	store := f.checkpoints(t)
 	r.fingerprint = "test-fingerprint"
+	var err error
 	r.machine, err = reorg.New(reorg.DefaultConfig(), reorg.Snapshot{Watermarks: []reorg.Watermark{}})
 	require.NoError(t, err)
 	evs, err := r.machine.Apply([]reorg.BlockRange{{Network: "eth", Start: 1, End: 1, Hash: reorg.Hash{1}, PrevHash: reorg.Hash{9}, HasPrevHash: true}}, true, 10)
 	require.NoError(t, err)
-	var commits atomic.Int32
-	f.c.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		f.c.KeepControl()
-		if req.(*kmsg.EndTxnRequest).Commit {
-			commits.Add(1)
-		}
-		return nil, nil, false
-	})
+	commits := f.countCommits()
 
 	ctx, cancel := context.WithCancel(t.Context())
 	require.NoError(t, r.hold(ctx, f.batch(t, "b1")))
