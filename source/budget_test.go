@@ -13,15 +13,16 @@ import (
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/source"
 )
 
-// budgetMsg is the size of the batches of the read budget tests: about
-// 256 KiB of IPC body each.
+// budgetMsg is what each batch of the read budget tests holds in memory:
+// a message of a little over 252 KiB, in a buffer of the Client's size
+// class of 256 KiB.
 const budgetMsg = 256 << 10
 
 // budgetServer serves scripts of n batches of about budgetMsg bytes each,
 // then hangs, to every query in turn.
 func budgetServer(t *testing.T, scripts ...int) *scriptServer {
 	t.Helper()
-	rec := makeRecord(memory.NewGoAllocator(), 0, 1, budgetMsg)
+	rec := makeRecord(memory.NewGoAllocator(), 0, 1, budgetMsg-4<<10)
 	t.Cleanup(rec.Release)
 	var as []attemptScript
 	for _, n := range scripts {
@@ -42,7 +43,7 @@ func budgetClient(t *testing.T, srv *scriptServer, msgs int) *source.Client {
 	t.Helper()
 	return newClient(t, serve(t, srv), func(c *source.Config) {
 		c.ReadAhead = 64
-		c.ReadAheadBytes = int64(msgs) * (budgetMsg + 4<<10)
+		c.ReadAheadBytes = int64(msgs) * budgetMsg
 		c.ReceiveWindow = source.MinReceiveWindow
 	}, source.Deps{})
 }

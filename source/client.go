@@ -73,6 +73,7 @@ type Client struct {
 	svc    flightpb.FlightServiceClient
 	verify *verifyWatch // nil without TLS
 	budget *readBudget  // nil when ReadAheadBytes is 0
+	bodies *framePool   // the buffers of received messages (flightDataCodec)
 	log    *slog.Logger
 	mem    memory.Allocator
 	clock  Clock
@@ -123,7 +124,7 @@ func New(cfg Config, deps Deps) (*Client, error) {
 	}
 	c := &Client{
 		cfg: cfg, conn: conn, svc: flightpb.NewFlightServiceClient(conn), verify: watch,
-		budget: newReadBudget(cfg.ReadAheadBytes), log: deps.Logger, mem: deps.Allocator, clock: deps.Clock, rand: deps.Rand,
+		budget: newReadBudget(cfg.ReadAheadBytes), bodies: newFramePool(maxIdleMessages), log: deps.Logger, mem: deps.Allocator, clock: deps.Clock, rand: deps.Rand,
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)

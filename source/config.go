@@ -51,11 +51,11 @@ type Config struct {
 	// ReadAhead is how many envelopes the reader may decode ahead of the
 	// consumer. Default 4; at least 1.
 	ReadAhead int
-	// ReadAheadBytes is the Client's read budget: it bounds the bytes of
-	// Amp's messages that all the Client's streams and queries hold
-	// together, from before a message is received until the consumer
-	// releases the envelope made of it (see the package doc,
-	// Backpressure); 0 means only ReadAhead bounds each stream. A single
+	// ReadAheadBytes is the Client's read budget: it bounds the memory
+	// that Amp's messages take in all the Client's streams and queries
+	// together (each message's buffer), from before a message is received
+	// until the consumer releases the envelope made of it (see the
+	// package doc, Backpressure); 0 means only ReadAhead bounds each stream. A single
 	// message larger than the budget is still received, alone. Default
 	// 32 MiB.
 	ReadAheadBytes int64

@@ -24,7 +24,11 @@
 // retained, never copied: its buffers point into the received gRPC message),
 // its ranges from app_metadata and the ranges_complete flag. The caller owns
 // the batch and must Release it; [Stream.Close] releases whatever was read
-// ahead but not returned.
+// ahead but not returned. The message's memory goes back to the Client at
+// [Envelope.Release], for a message received later: nothing may read the
+// batch, or a value taken from it without a copy, after that. Each
+// message's memory is a buffer of a size class at most a quarter larger
+// than the message, and that is what counts against the read budget.
 //
 // app_metadata is parsed strictly ([ParseAppMetadata]); a bad value ends the
 // stream with a [*MetadataError] naming the batch index and the field.

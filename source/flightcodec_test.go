@@ -46,7 +46,7 @@ func TestFlightDataCodec(t *testing.T) {
 	wires = append(wires, append(append([]byte(nil), unknown...), wires[3]...), append(append([]byte(nil), wires[2]...), unknown...))
 	// A field repeated: the last one wins.
 	wires = append(wires, append(append([]byte(nil), wires[1]...), wires[2]...))
-	c := flightDataCodec{}
+	c := &flightDataCodec{}
 	for i, w := range wires {
 		var want flightpb.FlightData
 		require.NoError(t, proto.Unmarshal(w, &want), "message %d", i)
@@ -62,12 +62,15 @@ func TestFlightDataCodec(t *testing.T) {
 	}
 	// Aliased: one buffer holds the fields, and none can grow into another.
 	var got flightpb.FlightData
-	require.NoError(t, unmarshalFlightData(wires[3], &got))
+	aliased, err := unmarshalFlightData(wires[3], &got)
+	require.NoError(t, err)
+	assert.True(t, aliased)
 	assert.Same(t, &wires[3][len(wires[3])-1], &got.DataBody[len(got.DataBody)-1], "data_body points into the message")
 	assert.Equal(t, len(got.DataHeader), cap(got.DataHeader))
 	// Truncated messages are errors, not panics.
 	for _, n := range []int{1, 5, len(wires[3]) - 1} {
-		assert.Error(t, unmarshalFlightData(wires[3][:n], &got), "truncated to %d bytes", n)
+		_, err := unmarshalFlightData(wires[3][:n], &got)
+		assert.Error(t, err, "truncated to %d bytes", n)
 	}
 	// Other messages go through the proto codec.
 	tk := &flightpb.Ticket{Ticket: []byte("t")}
@@ -93,7 +96,7 @@ func BenchmarkFlightDataCodec(b *testing.B) {
 		codec interface {
 			Unmarshal(mem.BufferSlice, any) error
 		}
-	}{{"grpc-proto", encodingProto()}, {"doget", flightDataCodec{}}} {
+	}{{"grpc-proto", encodingProto()}, {"doget", &flightDataCodec{}}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(w)))
 			for b.Loop() {

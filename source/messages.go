@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"sync/atomic"
 
 	flightpb "github.com/apache/arrow-go/v18/arrow/flight/gen/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -25,29 +26,42 @@ type messageReader struct {
 	// as long as the call.
 	ctx    context.Context //nolint:containedctx // see above
 	stream flightpb.FlightService_DoGetClient
-	res    *reservation // nil: no byte bound
+	codec  *flightDataCodec // the DoGet call's
+	res    *reservation     // nil: no byte bound
 	// meta is the newest message's app_metadata, until the next Message.
 	meta []byte
+	// body is the newest message's pooled buffer if it is a record
+	// batch's, until the next Message: the envelope of the record takes
+	// it (nil: not pooled).
+	body *pooledBody
 }
 
 var _ ipc.MessageReader = (*messageReader)(nil)
 
 // Message receives the next FlightData that carries an IPC message.
 func (m *messageReader) Message() (*ipc.Message, error) {
-	m.meta = nil
+	m.meta, m.body = nil, nil
 	for {
-		fd, n, err := receive(m.ctx, m.res, m.stream.Recv, flightDataBytes)
+		fd, n, err := receive(m.ctx, m.res, m.stream.Recv, m.size)
+		buf := m.codec.take()
 		if err != nil {
 			return nil, err
 		}
 		if len(fd.GetDataHeader()) == 0 {
 			m.res.giveBack(n)
+			m.codec.pool.Put(buf) // fd, dropped, is all that refers to it
 			continue
 		}
 		msg := ipc.NewMessage(memory.NewBufferBytes(fd.DataHeader), memory.NewBufferBytes(fd.DataBody))
 		if msg.Type() == ipc.MessageRecordBatch {
 			m.res.hold(n)
+			if buf != nil {
+				m.body = &pooledBody{pool: m.codec.pool, buf: buf}
+			}
 		} else {
+			// A schema or dictionary: the reader keeps dictionaries,
+			// which alias buf, for the stream's life; buf is left to
+			// the collector.
 			m.res.giveBack(n)
 		}
 		m.meta = fd.GetAppMetadata()
@@ -60,9 +74,29 @@ func (m *messageReader) Message() (*ipc.Message, error) {
 func (m *messageReader) Retain()  {}
 func (m *messageReader) Release() {}
 
-// flightDataBytes is what a received FlightData holds in memory: the one
-// buffer that flightDataCodec decoded it into, of which its fields are
-// parts.
-func flightDataBytes(fd *flightpb.FlightData) int64 {
+// size is what a received FlightData holds in memory: the one buffer that
+// flightDataCodec decoded it into, of which its fields are parts (all of
+// the pooled buffer, when it has one).
+func (m *messageReader) size(fd *flightpb.FlightData) int64 {
+	if b := m.codec.last; b != nil {
+		return int64(cap(*b))
+	}
 	return int64(len(fd.GetDataHeader()) + len(fd.GetAppMetadata()) + len(fd.GetDataBody()))
+}
+
+// pooledBody is the pooled buffer of a record batch's message: it goes
+// back to its pool when the envelope of the record is released, once,
+// however many copies of the envelope are released. The consumer must not
+// touch the batch after Release (Envelope.Release says so).
+type pooledBody struct {
+	pool *framePool
+	buf  *[]byte
+	done atomic.Bool
+}
+
+// release gives the buffer back, the first time (b may be nil).
+func (b *pooledBody) release() {
+	if b != nil && b.done.CompareAndSwap(false, true) {
+		b.pool.Put(b.buf)
+	}
 }

@@ -70,6 +70,9 @@ type Envelope struct {
 	// held is the part of the Client's read budget that the batch's
 	// messages hold until Release (nil: none).
 	held *charge
+	// body is the pooled buffer of the batch's message, given back at
+	// Release (nil: none).
+	body *pooledBody
 }
 
 // KeepAlive reports whether e is a 0-row batch that does not complete its
@@ -85,7 +88,10 @@ func (e Envelope) KeepAlive() bool {
 // ([Config.ReadAheadBytes]). It is safe to call on any envelope, and on
 // copies of one, more than once. Release every envelope before waiting
 // for anything but Amp: until then it counts against the budget that
-// every stream of the Client shares.
+// every stream of the Client shares. After Release nothing may read the
+// batch or anything taken from it without a copy (a string or []byte
+// Value of an array, a slice, a record built on its columns): the
+// message's memory goes back to the Client for the next message.
 func (e *Envelope) Release() {
 	if e.Batch != nil {
 		e.Batch.Release()
@@ -93,6 +99,8 @@ func (e *Envelope) Release() {
 	}
 	e.held.release()
 	e.held = nil
+	e.body.release()
+	e.body = nil
 }
 
 // Stream reads one Amp query. It is created by Client.Stream or
@@ -412,11 +420,12 @@ func (s *Stream) attempt(ctx context.Context, cur reorg.Cursor) (res attemptResu
 	if err != nil {
 		return res, err
 	}
-	st, err := s.c.svc.DoGet(s.c.withAuth(actx), tk, doGetCodec())
+	codec := &flightDataCodec{pool: s.c.bodies}
+	st, err := s.c.svc.DoGet(s.c.withAuth(actx), tk, doGetCodec(codec))
 	if err != nil {
 		return res, s.c.callError("DoGet", err)
 	}
-	mr := &messageReader{ctx: actx, stream: st, res: s.res}
+	mr := &messageReader{ctx: actx, stream: st, codec: codec, res: s.res}
 	defer s.res.drop() // messages received for a record that never came
 	// The reader blocks until the schema arrives, which Amp sends only
 	// with the first microbatch; cancelling actx unblocks it.
@@ -453,7 +462,7 @@ func (s *Stream) attempt(ctx context.Context, cur reorg.Cursor) (res attemptResu
 			s.res.boundary()
 		}
 		rec.Retain() // the reader releases its reference on the next Next
-		env := Envelope{Kind: KindBatch, Batch: rec, Ranges: md.Ranges, Complete: md.Complete, Index: idx, held: s.res.take()}
+		env := Envelope{Kind: KindBatch, Batch: rec, Ranges: md.Ranges, Complete: md.Complete, Index: idx, held: s.res.take(), body: mr.body}
 		if md.Complete && rec.NumRows() > 0 {
 			// Amp never sends this; deliver the rows, then the watermark,
 			// rather than lose them (amp-protocol.md §5.1 recommendation).
