@@ -145,32 +145,27 @@ func StartKafkaBroker(t testing.TB, opts ...BrokerOption) *KafkaBroker {
 	for _, o := range opts {
 		o(k)
 	}
-	if k.port, err = freePort(); err == nil {
-		k.cport, err = freePort()
-	}
-	if err == nil && (k.advertise != nil || k.sec != nil) {
-		k.iport, err = freePort()
-	}
-	if err == nil && k.advertise != nil {
-		k.clientAt = k.advertise(k.Addr())
-	}
+	// Every listener's port in one call, so that no two are the same.
+	ports, err := freePorts(3 + len(k.more))
 	if err != nil {
 		t.Fatalf("starting kafka broker: %v", err)
+	}
+	k.port, k.cport = ports[0], ports[1]
+	if k.advertise != nil || k.sec != nil {
+		k.iport = ports[2]
+	}
+	if k.advertise != nil {
+		k.clientAt = k.advertise(k.Addr())
 	}
 	if len(k.more) > 0 && k.sec == nil {
 		t.Fatalf("starting kafka broker: WithListener needs WithSecurity")
 	}
 	for i := range k.more {
-		if err == nil {
-			k.more[i].port, err = freePort()
-		}
+		k.more[i].port = ports[3+i]
 		if k.more[i].name == "" || strings.Trim(k.more[i].name, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" ||
 			slices.Contains([]string{"CLIENT", "CONTROLLER", "INTERNAL", "PLAINTEXT"}, k.more[i].name) {
 			t.Fatalf("starting kafka broker: WithListener name %q must be letters, and not CLIENT, CONTROLLER, INTERNAL or PLAINTEXT", k.more[i].name)
 		}
-	}
-	if err != nil {
-		t.Fatalf("starting kafka broker: %v", err)
 	}
 	if k.sec != nil {
 		for _, l := range k.listeners() {

@@ -13,19 +13,35 @@ import (
 	"time"
 )
 
-// freePort asks the kernel for a free TCP port on 127.0.0.1.
-func freePort() (int, error) {
+// freePorts asks the kernel for n distinct free TCP ports on 127.0.0.1.
+// Every listener stays open until all n are taken: a port given back
+// before the next is asked for can be handed out again, and a broker
+// refuses two listeners on one port.
+func freePorts(n int) ([]int, error) {
 	var lc net.ListenConfig
-	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("listening on a free port: %w", err)
+		}
+		defer l.Close()
+		addr, ok := l.Addr().(*net.TCPAddr)
+		if !ok {
+			return nil, fmt.Errorf("unexpected listener address %v", l.Addr())
+		}
+		ports = append(ports, addr.Port)
+	}
+	return ports, nil
+}
+
+// freePort is freePorts(1).
+func freePort() (int, error) {
+	ports, err := freePorts(1)
 	if err != nil {
-		return 0, fmt.Errorf("listening on a free port: %w", err)
+		return 0, err
 	}
-	defer l.Close()
-	addr, ok := l.Addr().(*net.TCPAddr)
-	if !ok {
-		return 0, fmt.Errorf("unexpected listener address %v", l.Addr())
-	}
-	return addr.Port, nil
+	return ports[0], nil
 }
 
 // Process is a child process of a test (a server, or the bridge binary of

@@ -97,14 +97,13 @@ func StartRegistryServer(t testing.TB, opts ...RegistryOption) *RegistryServer {
 	}
 	dir := t.TempDir()
 	s := &RegistryServer{t: t, log: filepath.Join(dir, "registry.log"), mtls: o.mtls}
-	port, err := freePort()
+	// The client, management and (under mTLS) inner ports in one call, so
+	// that no two are the same.
+	ports, err := freePorts(3)
 	if err != nil {
 		t.Fatalf("starting the registry: %v", err)
 	}
-	mport, err := freePort()
-	if err != nil {
-		t.Fatalf("starting the registry: %v", err)
-	}
+	port, mport, inner := ports[0], ports[1], ports[2]
 	props := []string{
 		"quarkus.http.host=127.0.0.1",
 		fmt.Sprintf("quarkus.management.host=127.0.0.1\nquarkus.management.port=%d", mport),
@@ -160,10 +159,6 @@ func StartRegistryServer(t testing.TB, opts ...RegistryOption) *RegistryServer {
 			t.Fatalf("starting the registry: %v", err)
 		}
 		s.PKI = p
-		inner, err := freePort()
-		if err != nil {
-			t.Fatalf("starting the registry: %v", err)
-		}
 		props = append(props, fmt.Sprintf("quarkus.http.port=%d", inner))
 		startStunnel(t, stunnel, dir, p, port, inner)
 	} else {
