@@ -181,3 +181,41 @@ func TestReservationEstimate(t *testing.T) {
 	assert.Equal(t, int64(minEstimate), r.estimate(), "after a microbatch's last message")
 	r.drop()
 }
+
+// TestReadBudgetIdleGiveBackBounded: idle streams give their reservations
+// back for others only while what they gave back, and still receive into
+// uncounted, stays within the budget; once one of them gets its message,
+// the next may give back again.
+func TestReadBudgetIdleGiveBackBounded(t *testing.T) {
+	b := newReadBudget(10)
+	b.idle = 2 * time.Millisecond
+	idle := func(n int64) *idleWatch {
+		got, err := b.acquire(t.Context(), n)
+		require.NoError(t, err)
+		return b.watchIdle(got)
+	}
+	a, c := idle(5), idle(5)
+	// Each waiter granted by a give-back becomes idle in turn.
+	var watches []*idleWatch
+	for range 2 {
+		done := acquireAsync(t.Context(), b, 5)
+		require.NoError(t, <-done)
+		watches = append(watches, b.watchIdle(5))
+	}
+	third := acquireAsync(t.Context(), b, 5)
+	select {
+	case err := <-third:
+		t.Fatalf("a third reservation was given back while two idle streams still receive uncounted (%v)", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	b.mu.Lock()
+	given := b.given
+	b.mu.Unlock()
+	assert.Equal(t, int64(10), given)
+	assert.Zero(t, a.stop(), "a's reservation was given back")
+	require.NoError(t, <-third, "a's message came: the next idle stream gives back")
+	assert.Zero(t, c.stop())
+	for _, w := range watches {
+		w.stop()
+	}
+}
