@@ -38,13 +38,9 @@ const idleRelease = time.Second
 // others wait. A stream whose message has not come within idle while
 // others wait for room gives its reservation back (it waits for the
 // first answer to its query, or for a block of a chain that stalled); the
-// message that comes later is counted when it comes. What idle streams
-// have given back and still receive into is kept within the budget (one
-// reservation may always be given back): beyond that, idle streams keep
-// theirs and the others wait, so that 100 streams slowed down together
-// cannot each have a message counted only after the fact. So what is held
-// can exceed the budget by about the budget, plus the part of a message
-// per stream that an estimate too small did not cover.
+// message that comes later is
+// counted when it comes. So what is held can exceed the budget by the
+// part of one message per stream that its reservation did not cover.
 //
 // A stream holds nothing while it waits for room, and everything held is
 // given back without waiting for the budget (a consumer releases the
@@ -57,14 +53,8 @@ type readBudget struct {
 	// stream's first estimate.
 	largest atomic.Int64
 
-	mu   sync.Mutex
-	held int64
-	// given is what idle streams gave back and are still receiving into:
-	// the messages they get are counted only when they come, so it is
-	// kept at most total (one reservation may always be given back), and
-	// the forced part of what is held stays within about the budget
-	// however many streams wait.
-	given   int64
+	mu      sync.Mutex
+	held    int64
 	waiters list.List // of *budgetWaiter, in order of arrival
 }
 
@@ -276,27 +266,12 @@ func (w *idleWatch) fire() {
 	if w.stopped {
 		return
 	}
-	if !w.b.giveBack(w.reserved) {
+	if w.b.waiting() == 0 {
 		w.t = time.AfterFunc(w.b.idle, w.fire)
 		return
 	}
 	w.given = true
-}
-
-// giveBack gives back an idle stream's reservation of n bytes while it
-// still waits for its message, if others wait for room and what idle
-// streams gave back stays within the budget (or is nothing yet); it
-// reports whether it did.
-func (b *readBudget) giveBack(n int64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.waiters.Len() == 0 || (b.given > 0 && b.given+n > b.total) {
-		return false
-	}
-	b.given += n
-	b.held -= n
-	b.grant()
-	return true
+	w.b.release(w.reserved)
 }
 
 // stop ends the watch once the message came (or did not) and returns
@@ -309,9 +284,6 @@ func (w *idleWatch) stop() int64 {
 		w.t.Stop()
 	}
 	if w.given {
-		w.b.mu.Lock()
-		w.b.given -= w.reserved
-		w.b.mu.Unlock()
 		return 0
 	}
 	return w.reserved

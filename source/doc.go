@@ -56,9 +56,8 @@
 // not only what is read ahead. A message larger than its reservation is
 // counted in full when it arrives, and a stream that has waited a second
 // for Amp to send anything while others wait for room gives its
-// reservation back, as long as what idle streams gave back stays within
-// the budget; so the bytes held exceed the budget by at most about the
-// budget plus the unreserved part of one message per stream. Consumers must release each
+// reservation back; so the bytes held exceed the budget by at most the
+// unreserved part of one message per stream. Consumers must release each
 // envelope before they wait for anything but Amp; closing a stream gives
 // back what its consumer still holds. When the consumer stops calling
 // Next, the reader stops reading and gRPC flow control stops the server.
