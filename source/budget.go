@@ -67,6 +67,12 @@ type readBudget struct {
 	// largest is the largest message the Client received lately: a new
 	// stream's first estimate.
 	largest atomic.Int64
+	// overEstimate and overIdle are the bytes of messages counted only
+	// once they were in (force), beyond their streams' reservations: the
+	// message was larger than its stream's estimate, or the stream had
+	// given its reservation back. givenBack is how many streams wait for
+	// a message after giving theirs back.
+	overEstimate, overIdle, givenBack atomic.Int64
 
 	mu      sync.Mutex
 	held    int64
@@ -245,6 +251,11 @@ func receive[T any](ctx context.Context, r *reservation, recv func() (T, error),
 	n := size(m)
 	if n > got {
 		r.b.force(n - got)
+		if got == 0 { // given back while idle
+			r.b.overIdle.Add(n)
+		} else {
+			r.b.overEstimate.Add(n - got)
+		}
 	} else {
 		r.b.release(got - n)
 	}
@@ -286,6 +297,7 @@ func (w *idleWatch) fire() {
 		return
 	}
 	w.given = true
+	w.b.givenBack.Add(1)
 	w.b.release(w.reserved)
 }
 
@@ -299,6 +311,7 @@ func (w *idleWatch) stop() int64 {
 		w.t.Stop()
 	}
 	if w.given {
+		w.b.givenBack.Add(-1)
 		return 0
 	}
 	return w.reserved

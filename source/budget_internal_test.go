@@ -181,3 +181,52 @@ func TestReservationEstimate(t *testing.T) {
 	assert.Equal(t, int64(minEstimate), r.estimate(), "after a microbatch's last message")
 	r.drop()
 }
+
+// TestReadBudgetOverCounts: what is counted only once it is in, beyond a
+// stream's reservation, is counted by cause, and a stream that gave its
+// reservation back counts as such until its message comes.
+func TestReadBudgetOverCounts(t *testing.T) {
+	const kib = 1 << 10
+	b := newReadBudget(1024 * kib)
+	b.idle = time.Millisecond
+	r := newReservation(b)
+	r.recent[0] = 8 * kib // reserves 16 KiB
+	_, n, err := receive(t.Context(), r, func() (int64, error) { return 50 * kib, nil }, func(v int64) int64 { return v })
+	require.NoError(t, err)
+	assert.Equal(t, int64(34*kib), b.overEstimate.Load(), "50 KiB received on a reservation of 16")
+	assert.Zero(t, b.overIdle.Load())
+	r.hold(n)
+	r.take().release()
+
+	// A reservation of the whole budget is given back while another
+	// waits, and the message comes after.
+	r.recent = [4]int64{512 * kib}
+	msg := make(chan int64)
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := receive(t.Context(), r, func() (int64, error) { return <-msg, nil }, func(v int64) int64 { return v })
+		done <- err
+	}()
+	waitFor(t, func() bool { return b.Held() == 1024*kib })
+	other := acquireAsync(t.Context(), b, 10*kib)
+	require.NoError(t, within(t, other, "the acquire after the idle stream gave its reservation back"))
+	waitFor(t, func() bool { return b.givenBack.Load() == 1 })
+	msg <- 40 * kib
+	require.NoError(t, within(t, done, "the idle stream's receive"))
+	assert.Equal(t, int64(40*kib), b.overIdle.Load(), "the message of a stream that gave its reservation back")
+	assert.Zero(t, b.givenBack.Load())
+	assert.Equal(t, int64(34*kib), b.overEstimate.Load())
+}
+
+// within waits at most 5 s for ch's value, so that a test fails instead
+// of hanging when it never comes.
+func within[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: nothing within 5 s", what)
+		panic("unreachable")
+	}
+}

@@ -147,14 +147,37 @@ func New(cfg Config, deps Deps) (*Client, error) {
 	return c, nil
 }
 
-// ReadBudget returns the bytes of Amp's messages that the Client's streams
-// hold now and the budget that bounds them (Config.ReadAheadBytes; 0: no
-// bound, and held is then not counted).
-func (c *Client) ReadBudget() (held, limit int64) {
-	if c.budget == nil {
-		return 0, 0
+// ReadBudgetStats is what a Client's read budget counts
+// (Client.ReadBudgetStats).
+type ReadBudgetStats struct {
+	// Held is the bytes of Amp's messages that the Client's streams hold
+	// now, and Limit the budget that bounds them (Config.ReadAheadBytes;
+	// 0: no bound, and nothing is counted).
+	Held, Limit int64
+	// OverEstimate and OverIdle are the bytes of messages counted only
+	// once they were in, beyond what their streams had reserved for them,
+	// since the Client was made: the message was larger than its
+	// stream's estimate (the first of a microbatch after a short one, or
+	// larger than the last four), or the stream had given its reservation
+	// back, having waited idle for Amp while others waited for room. Held
+	// exceeds Limit by such bytes.
+	OverEstimate, OverIdle int64
+	// GivenBack is how many streams wait now for a message after giving
+	// their reservation back: what each receives counts only once it is
+	// in.
+	GivenBack int64
+}
+
+// ReadBudgetStats returns what the Client's read budget counts now.
+func (c *Client) ReadBudgetStats() ReadBudgetStats {
+	b := c.budget
+	if b == nil {
+		return ReadBudgetStats{}
 	}
-	return c.budget.Held(), c.budget.total
+	return ReadBudgetStats{
+		Held: b.Held(), Limit: b.total,
+		OverEstimate: b.overEstimate.Load(), OverIdle: b.overIdle.Load(), GivenBack: b.givenBack.Load(),
+	}
 }
 
 // Addr returns the Amp server's address (Config.Addr), for messages.
