@@ -59,8 +59,9 @@ const idleRelease = time.Second
 // their reservations, until their transactions timed out; keeping the
 // estimate after a microbatch of a backlog made that run 1.8 times slower
 // without lowering its peak, each stream that caught up keeping the
-// others waiting for idle; a tenth of idle after such a microbatch did not
-// lower the peak either.
+// others waiting for idle; a tenth of idle after such a microbatch, or
+// ten times idle in the middle of a microbatch, did not lower the peak
+// either. amp_bridge_amp_read_over_bytes_total{cause} shows both ways.
 type readBudget struct {
 	total int64
 	idle  time.Duration
