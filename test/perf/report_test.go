@@ -615,9 +615,9 @@ func streamsCostFigures(sc *streamsCostResult, missing *[]string) []figure {
 		if r.Streams < 2 {
 			continue
 		}
-		busy := fmt.Sprintf("then blocks mined for all %d streams at once (Amp's microbatches of %d blocks), committed by all in %.1f s; "+
+		busy := fmt.Sprintf("then %d blocks mined for all %d streams at once (Amp's microbatches of %d blocks), committed by all in %.1f s; "+
 			"a stream's rate is the blocks it had committed when the first stream had committed them all, over that time (until then every stream had blocks waiting)",
-			r.Streams, busyMicrobatchBlocks, r.BusySeconds)
+			r.BusyBlocks, r.Streams, busyMicrobatchBlocks, r.BusySeconds)
 		out = append(out, figure{Group: "cost per stream", Name: fmt.Sprintf("fairness of %d busy streams: the slowest stream's rate over the fastest's", r.Streams),
 			Unit: "×", Ours: r.FairMinMax, Peer: "perfectly fair", PeerValue: 1, Ratio: r.FairMinMax, Method: method + "; " + busy,
 			Load: sc.Load, Broker: broker, Extra: map[string]float64{"busy_seconds": r.BusySeconds}})
