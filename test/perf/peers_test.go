@@ -601,12 +601,16 @@ type e2eResult struct {
 	WindowSeconds  float64   `json:"window_seconds"`
 	ClientUsPerRow float64   `json:"client_cpu_us_per_row"`
 	BrokerUsPerRow float64   `json:"broker_cpu_us_per_row"`
-	ClientCores    float64   `json:"client_cores"`
-	BrokerCores    float64   `json:"broker_cores"`
-	BytesPerRow    float64   `json:"bytes_per_row"`
-	PeakRSSMiB     float64   `json:"client_peak_rss_mib"`
-	Load           []string  `json:"load_average"`
-	Profile        string    `json:"cpu_profile,omitempty"`
+	// SimUsPerRow is the test process's CPU per row: the simulator, which
+	// serves Flight on the same cores, and the harness; zero where it is
+	// not measured.
+	SimUsPerRow float64  `json:"simulator_cpu_us_per_row,omitempty"`
+	ClientCores float64  `json:"client_cores"`
+	BrokerCores float64  `json:"broker_cores"`
+	BytesPerRow float64  `json:"bytes_per_row"`
+	PeakRSSMiB  float64  `json:"client_peak_rss_mib"`
+	Load        []string `json:"load_average"`
+	Profile     string   `json:"cpu_profile,omitempty"`
 	// windows are those Windows and the medians were taken from.
 	windows []window
 }
@@ -637,6 +641,7 @@ func (r *e2eResult) fill(ws []window) {
 	r.RowsPerSec = med(func(w window) float64 { return w.rowsPerSec })
 	r.ClientUsPerRow = med(func(w window) float64 { return w.bridgeUsPerRow })
 	r.BrokerUsPerRow = med(func(w window) float64 { return w.brokerUsPerRow })
+	r.SimUsPerRow = med(func(w window) float64 { return w.simUsPerRow })
 	r.ClientCores = med(func(w window) float64 { return w.bridgeCores })
 	r.BrokerCores = med(func(w window) float64 { return w.brokerCores })
 	if r.BytesPerRow == 0 {

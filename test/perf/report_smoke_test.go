@@ -44,8 +44,10 @@ BenchmarkReadBack/franz-go-decode-2 	     100	   6000000 ns/op	       300 ns/rec
 	franz6 := e2eResult{Config: "kafka/p6", Partitions: 6, Contender: "franz-go-txn", Method: "franz", RowsPerSec: 800_000}
 	require.NoError(t, writeJSON(filepath.Join(dir, "e2e.json"), e2eFile{Results: []e2eResult{bridge, kcat, py, franz6}, Runs: 3, Run: "30s", Warmup: "60s"}))
 	require.NoError(t, writeJSON(filepath.Join(dir, "star.json"), e2eFile{Runs: 3, Run: "20s", Warmup: "20s", Results: []e2eResult{
-		{Config: "kfake/p1", Partitions: 1, Contender: "bridge", Method: "narrow", Broker: "kfake", RowsPerSec: 700_000, BytesPerRow: 600},
-		{Config: "kfake/p1/star", Partitions: 1, Contender: "bridge", Method: "star", Broker: "kfake", RowsPerSec: 480_000, BytesPerRow: 700}}}))
+		{Config: "kfake/p1", Partitions: 1, Contender: "bridge", Method: "narrow", Broker: "kfake", RowsPerSec: 700_000, BytesPerRow: 600,
+			ClientUsPerRow: 1.5, BrokerUsPerRow: 1.0, SimUsPerRow: 0.5},
+		{Config: "kfake/p1/star", Partitions: 1, Contender: "bridge", Method: "star", Broker: "kfake", RowsPerSec: 480_000, BytesPerRow: 700,
+			ClientUsPerRow: 2.0, BrokerUsPerRow: 1.2, SimUsPerRow: 0.8}}}))
 	require.NoError(t, writeJSON(filepath.Join(dir, "latency.json"), latencyFile{Results: []latencyResult{
 		{Name: "reorg-depth-10", Samples: 100, P50Ms: 50, P99Ms: 80, OwnP50Ms: 40, OwnP99Ms: 64, Method: "r",
 			Peer: &latencyPeer{Method: "bare", P50Ms: 30, P99Ms: 48, Records: 3750, Bytes: 2.6e6}},
@@ -111,6 +113,10 @@ BenchmarkReadBack/franz-go-decode-2 	     100	   6000000 ns/op	       300 ns/rec
 	perByte := byName["SELECT * against the 15-column query, MB/s of records (goal: at least 0.9×) / the 15-column query, same run"]
 	assert.InDelta(t, 336.0, perByte.Ours, 1e-9, "480k rows/s × 700 B")
 	assert.InDelta(t, 0.8, perByte.Ratio, 1e-9, "336 MB/s over 420")
+	perCPU := byName["SELECT * against the 15-column query, MB of records per second of the bridge's CPU / the 15-column query, same run"]
+	assert.InDelta(t, 350.0, perCPU.Ours, 1e-9, "700 B per 2.0 µs of the bridge's CPU")
+	assert.InDelta(t, 350.0/400, perCPU.Ratio, 1e-9, "over 600 B per 1.5 µs")
+	assert.Contains(t, perCPU.Method, "SELECT * 2.00 / 1.20 / 0.80, the 15-column query 1.50 / 1.00 / 0.50")
 	_, ok = byName["end to end, exactly-once, 6 partition(s) / franz-go-txn"]
 	assert.False(t, ok, "a peer without a bridge figure on its configuration has no ratio")
 	assert.Contains(t, strings.Join(rep.Missing, ";"), "BenchmarkEncode/goavro-maps-15cols", "a missing peer is named")

@@ -504,6 +504,18 @@ func starFigures(f e2eFile) []figure {
 				num(wide.BytesPerRow), num(narrow.RowsPerSec), num(narrow.BytesPerRow)),
 			Load: strings.Join(append(slices.Clone(wide.Load), narrow.Load...), ", "), Broker: wide.Broker})
 	}
+	if narrow != nil && narrow.ClientUsPerRow > 0 && wide.ClientUsPerRow > 0 && narrow.BytesPerRow > 0 {
+		// The bridge, the broker and the simulator share the machine's
+		// cores, so MB/s also moves with what the other two spend per byte
+		// (the simulator serves SELECT *'s wider Arrow rows): the bridge's
+		// own CPU per byte is its part alone.
+		perCPU := func(r *e2eResult) float64 { return r.BytesPerRow / r.ClientUsPerRow } // B/µs = MB per CPU-second
+		out = append(out, figure{Group: "SELECT *", Name: "SELECT * against the 15-column query, MB of records per second of the bridge's CPU", Unit: "MB/CPU-s",
+			Ours: perCPU(wide), Peer: "the 15-column query, same run", PeerValue: perCPU(narrow), Ratio: ratio(perCPU(wide), perCPU(narrow)),
+			Method: fmt.Sprintf("bytes per row ÷ the bridge's CPU µs per row (median of the windows); CPU µs per row of the bridge / broker / simulator: SELECT * %.2f / %.2f / %.2f, the 15-column query %.2f / %.2f / %.2f",
+				wide.ClientUsPerRow, wide.BrokerUsPerRow, wide.SimUsPerRow, narrow.ClientUsPerRow, narrow.BrokerUsPerRow, narrow.SimUsPerRow),
+			Load: strings.Join(append(slices.Clone(wide.Load), narrow.Load...), ", "), Broker: wide.Broker})
+	}
 	return out
 }
 
