@@ -38,23 +38,29 @@ func BenchmarkHeaders(b *testing.B) {
 	}
 }
 
-// TestSharesHeaders checks the pointer comparison that lets a batch's
-// records skip comparing their headers' bytes: only the very same keys and
-// values share, not equal ones in other memory.
-func TestSharesHeaders(t *testing.T) {
+// TestSameHeaders checks the comparison of a record's headers with the
+// previous record's: the very same keys and values match by their pointers,
+// equal ones in other memory by their bytes, and a header that differs in
+// length (also over the same memory) or in content does not match.
+func TestSameHeaders(t *testing.T) {
 	hs := []Header{{Key: "amp-batch-id", Value: []byte("b-1")}, {Key: HeaderOp, Value: []byte("c")}}
-	copied := []Header{hs[0], hs[1]}
-	if !sharesHeaders(hs, copied) {
-		t.Fatal("a copy of the slice holds the same keys and values: shares")
-	}
 	for name, other := range map[string][]Header{
+		"a copy of the slice":            {hs[0], hs[1]},
 		"an equal value in other memory": {hs[0], {Key: HeaderOp, Value: []byte("c")}},
 		"an equal key in other memory":   {{Key: fmt.Sprint("amp-batch-", "id"), Value: hs[0].Value}, hs[1]},
-		"a shorter value, same memory":   {{Key: hs[0].Key, Value: hs[0].Value[:2]}, hs[1]},
-		"fewer headers":                  hs[:1],
 	} {
-		if sharesHeaders(hs, other) {
-			t.Errorf("%s: shares, want not", name)
+		if !sameHeaders(hs, other) {
+			t.Errorf("%s: not the same, want the same", name)
+		}
+	}
+	for name, other := range map[string][]Header{
+		"a shorter value, same memory": {{Key: hs[0].Key, Value: hs[0].Value[:2]}, hs[1]},
+		"another value":                {hs[0], {Key: HeaderOp, Value: []byte("d")}},
+		"another key":                  {{Key: "amp-batch-ix", Value: hs[0].Value}, hs[1]},
+		"fewer headers":                hs[:1],
+	} {
+		if sameHeaders(hs, other) {
+			t.Errorf("%s: the same, want not", name)
 		}
 	}
 }

@@ -496,15 +496,19 @@ func starFigures(f e2eFile) []figure {
 		Ours: wide.RowsPerSec, Peer: "issue #13 goal", PeerValue: starGoalRowsPerSec, Ratio: ratio(wide.RowsPerSec, starGoalRowsPerSec),
 		Method: method, Load: strings.Join(wide.Load, ", "), Broker: wide.Broker,
 		Extra: map[string]float64{"bytes_per_row": wide.BytesPerRow, "bridge_cpu_us_per_row": wide.ClientUsPerRow}}}
-	if narrow != nil && narrow.RowsPerSec > 0 && narrow.BytesPerRow > 0 {
+	if narrow == nil {
+		return out
+	}
+	both := strings.Join(append(slices.Clone(wide.Load), narrow.Load...), ", ") // the load of both configurations' windows
+	if narrow.RowsPerSec > 0 && narrow.BytesPerRow > 0 {
 		mb := func(r *e2eResult) float64 { return r.RowsPerSec * r.BytesPerRow / 1e6 }
 		out = append(out, figure{Group: "SELECT *", Name: "SELECT * against the 15-column query, MB/s of records (goal: at least 0.9×)", Unit: "MB/s",
 			Ours: mb(wide), Peer: "the 15-column query, same run", PeerValue: mb(narrow), Ratio: ratio(mb(wide), mb(narrow)),
 			Method: fmt.Sprintf("rows/s × bytes per row: SELECT * %s rows/s × %s B, the 15-column query %s rows/s × %s B", num(wide.RowsPerSec),
 				num(wide.BytesPerRow), num(narrow.RowsPerSec), num(narrow.BytesPerRow)),
-			Load: strings.Join(append(slices.Clone(wide.Load), narrow.Load...), ", "), Broker: wide.Broker})
+			Load: both, Broker: wide.Broker})
 	}
-	if narrow != nil && narrow.ClientUsPerRow > 0 && wide.ClientUsPerRow > 0 && narrow.BytesPerRow > 0 {
+	if narrow.ClientUsPerRow > 0 && wide.ClientUsPerRow > 0 && narrow.BytesPerRow > 0 {
 		// The bridge, the broker and the simulator share the machine's
 		// cores, so MB/s also moves with what the other two spend per byte
 		// (the simulator serves SELECT *'s wider Arrow rows): the bridge's
@@ -514,7 +518,7 @@ func starFigures(f e2eFile) []figure {
 			Ours: perCPU(wide), Peer: "the 15-column query, same run", PeerValue: perCPU(narrow), Ratio: ratio(perCPU(wide), perCPU(narrow)),
 			Method: fmt.Sprintf("bytes per row ÷ the bridge's CPU µs per row (median of the windows); CPU µs per row of the bridge / broker / simulator: SELECT * %.2f / %.2f / %.2f, the 15-column query %.2f / %.2f / %.2f",
 				wide.ClientUsPerRow, wide.BrokerUsPerRow, wide.SimUsPerRow, narrow.ClientUsPerRow, narrow.BrokerUsPerRow, narrow.SimUsPerRow),
-			Load: strings.Join(append(slices.Clone(wide.Load), narrow.Load...), ", "), Broker: wide.Broker})
+			Load: both, Broker: wide.Broker})
 	}
 	return out
 }
