@@ -46,6 +46,10 @@ type faultEnv struct {
 // Conformance: amp-protocol.md §8 F2 (a crash between the sink write and the
 // commit: the restart replays without duplicates), at random kill points.
 func TestIntegrationFaultSIGKILL(t *testing.T) {
+	// Its own broker and redis-server, and mostly sleeping between kills
+	// (its checks are of correctness, not of time): beside the other
+	// parallel tests, for make test's time budget.
+	t.Parallel()
 	python := testenv.Python(t)
 	broker := testenv.StartKafkaBroker(t)
 	rs := testenv.StartRedisServer(t)
