@@ -25,7 +25,9 @@
 //     kfake in its own process and a private redis-server: RSS, goroutines
 //     and CPU over an idle window (-perf.idle) once every stream has
 //     committed the head (kfake keeps the records here: the streams read
-//     the shared control topic back), then how evenly the streams publish blocks mined
+//     the shared control topic back), the RSS again once two garbage
+//     collections (asked for through the pprof endpoint) have freed what
+//     the catch-up left behind, then how evenly the streams publish blocks mined
 //     for all of them at once (-perf.busy-blocks; min/max and Jain's index
 //     of the per-stream rates). It writes streams_cost.json, with the cost
 //     of one more idle stream, into -perf.out and saves a heap profile of
@@ -69,7 +71,7 @@
 //   - TestBenchReport (-perf.report DIR) writes BENCHMARKS.md and
 //     BENCHMARKS.json from what make bench wrote into DIR, TestMemory's
 //     peaks beside issue #13's 256 MiB goal and TestStreamsCost's cost per
-//     idle stream (RSS, CPU) beside its goals (4 MiB, 0.5% of a core) and
+//     idle stream (RSS at the end of the idle window and settled, CPU) beside its goals (4 MiB, 0.5% of a core) and
 //     its fairness beside a perfectly fair 1, as the other figures;
 //     TestBenchReportSmoke runs it on made-up parts in make test.
 //

@@ -69,8 +69,8 @@ BenchmarkReadBack/franz-go-decode-2 	     100	   6000000 ns/op	       300 ns/rec
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "streams_cost"), 0o755))
 	require.NoError(t, writeJSON(filepath.Join(dir, "streams_cost", "streams_cost.json"), streamsCostResult{Load: "5 5 5", Broker: "kfake", Runs: []streamsCost{
 		{Streams: 100, RSSMiB: 340, IdleCPUCores: 0.06, BusySeconds: 13, FairMinMax: 0.45, Jain: 0.91, BusyPeakRSSMiB: 250},
-		{Streams: 1, RSSMiB: 43, IdleCPUCores: 0.001},
-		{Streams: 10, RSSMiB: 70, IdleCPUCores: 0.004, BusySeconds: 2, FairMinMax: 0.8, Jain: 0.99}}}))
+		{Streams: 1, RSSMiB: 43, SettledRSSMiB: 40, IdleCPUCores: 0.001},
+		{Streams: 10, RSSMiB: 70, SettledRSSMiB: 58, IdleCPUCores: 0.004, BusySeconds: 2, FairMinMax: 0.8, Jain: 0.99}}}))
 
 	rep, err := buildReport(t.Context(), dir, "test machine", time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	require.NoError(t, err)
@@ -133,6 +133,12 @@ BenchmarkReadBack/franz-go-decode-2 	     100	   6000000 ns/op	       300 ns/rec
 	assert.InDelta(t, 3.0, rss.Ours, 1e-9, "(340 - 43) / 99, the runs sorted by stream count")
 	assert.InDelta(t, 4.0/3, rss.Ratio, 1e-9)
 	assert.InDelta(t, 3.0, byName["RSS per idle stream, from 1 to 10 streams / issue #13 goal"].Ours, 1e-9, "(70 - 43) / 9")
+	settled := byName["RSS per idle stream, settled, from 1 to 10 streams / issue #13 goal"]
+	assert.InDelta(t, 2.0, settled.Ours, 1e-9, "(58 - 40) / 9")
+	assert.InDelta(t, 2.0, settled.Ratio, 1e-9)
+	assert.Contains(t, settled.Method, "(40.0 MiB with 1, 58.0 MiB with 10)")
+	_, ok = byName["RSS per idle stream, settled, from 1 to 100 streams / issue #13 goal"]
+	assert.False(t, ok, "a run without the settled RSS has no such figure")
 	cpu := byName["idle CPU per stream, from 1 to 100 streams / issue #13 goal"]
 	assert.InDelta(t, 100*0.059/99, cpu.Ours, 1e-9, "percent of a core")
 	assert.InDelta(t, 0.5/(100*0.059/99), cpu.Ratio, 1e-9)

@@ -617,6 +617,15 @@ func streamsCostFigures(sc *streamsCostResult, missing *[]string) []figure {
 			Peer: "issue #13 goal", PeerValue: 4, Ratio: 4 / math.Max(rss, 1e-9),
 			Method: method + fmt.Sprintf(" (%s MiB with %d, %s MiB with %d)", num(lo.RSSMiB), lo.Streams, num(hi.RSSMiB), hi.Streams),
 			Load:   sc.Load, Broker: broker, Extra: extra})
+		if lo.SettledRSSMiB > 0 && hi.SettledRSSMiB > 0 {
+			settled := (hi.SettledRSSMiB - lo.SettledRSSMiB) / d
+			out = append(out, figure{Group: "cost per stream", Name: "RSS per idle stream, settled, " + between, Unit: "MiB", Ours: settled,
+				Peer: "issue #13 goal", PeerValue: 4, Ratio: 4 / math.Max(settled, 1e-9),
+				Method: method + fmt.Sprintf("; then two garbage collections (the heap profile's gc=1, twice: an idle process allocates too little to start one "+
+					"until the runtime's 2-minute forced GC) and %s for the scavenger, then VmRSS (%s MiB with %d, %s MiB with %d)",
+					settleAfterGC, num(lo.SettledRSSMiB), lo.Streams, num(hi.SettledRSSMiB), hi.Streams),
+				Load: sc.Load, Broker: broker, Extra: map[string]float64{"settled_rss_mib_low": lo.SettledRSSMiB, "settled_rss_mib_high": hi.SettledRSSMiB}})
+		}
 		cpu := 100 * (hi.IdleCPUCores - lo.IdleCPUCores) / d
 		cpuRatio := 0.0 // none when below what /proc's clock ticks resolve
 		if cpu > 0 {
