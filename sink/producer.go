@@ -613,15 +613,22 @@ func (t *txn) wait(ctx context.Context) (bool, error) {
 
 // headers returns a copy of hs (the caller may reuse hs) and the value of
 // its amp-op header: the previous record's when hs has the same keys and
-// values.
+// values. Equal headers in other memory (the next Flight message of a batch
+// Amp split carries the batch's headers anew) are taken on as the copy, so
+// that the records after this one match by their pointers and not by
+// their bytes.
 func (p *Producer) headers(hs []Header) ([]Header, string) {
-	if sameHeaders(hs, p.hdr) {
+	equal, same := compareHeaders(hs, p.hdr)
+	if same {
 		return p.hdr, p.hdrOp
 	}
-	op := ""
-	for _, h := range hs {
-		if op == "" && h.Key == HeaderOp {
-			op = string(h.Value)
+	op := p.hdrOp
+	if !equal {
+		op = ""
+		for _, h := range hs {
+			if op == "" && h.Key == HeaderOp {
+				op = string(h.Value)
+			}
 		}
 	}
 	// The copy is of the slice, not of the value bytes, which records
@@ -630,33 +637,37 @@ func (p *Producer) headers(hs []Header) ([]Header, string) {
 	return p.hdr, op
 }
 
-// sameHeaders reports whether a and b have the same keys and values, on
-// every record: a loop of its own, which runs in less than half the time of
-// slices.EqualFunc with a closure. A header whose key and value are the very
-// same memory as b's (what the records of one batch pass, since p.hdr copies
-// the caller's slice but not its keys and values) is matched by its pointers
-// and lengths, without the call to the runtime's memequal that == on a
-// string or bytes.Equal makes; only other memory has its bytes compared.
-// BenchmarkHeaders/same: 20 against 43 ns per record for the bridge's five
-// headers (-cpu 1, medians of five alternated runs, load average 0.8-2.3),
-// where this was 2.6% of the bridge's CPU in make bench's profile.
-func sameHeaders(a, b []Header) bool {
+// compareHeaders reports whether a and b have the same keys and values
+// (equal), and whether each of them is the very same memory in both
+// (same), on every record: a loop of its own, which runs in less than half
+// the time of slices.EqualFunc with a closure. A header whose key and value
+// are the same memory as b's (what the records of one batch pass, since
+// p.hdr copies the caller's slice but not its keys and values) is matched
+// by its pointers and lengths, without the call to the runtime's memequal
+// that == on a string or bytes.Equal makes; only other memory has its
+// bytes compared. BenchmarkHeaders/same: 20 against 43 ns per record for
+// the bridge's five headers (-cpu 1, medians of five alternated runs, load
+// average 0.8-2.3), where this was 2.6% of the bridge's CPU in make bench's
+// profile.
+func compareHeaders(a, b []Header) (equal, same bool) {
 	if len(a) != len(b) {
-		return false
+		return false, false
 	}
+	same = true
 	for i := range a {
 		ka, kb, va, vb := a[i].Key, b[i].Key, a[i].Value, b[i].Value
 		if len(ka) != len(kb) || len(va) != len(vb) {
-			return false
+			return false, false
 		}
 		if unsafe.StringData(ka) == unsafe.StringData(kb) && unsafe.SliceData(va) == unsafe.SliceData(vb) {
 			continue
 		}
+		same = false
 		if ka != kb || !bytes.Equal(va, vb) {
-			return false
+			return false, false
 		}
 	}
-	return true
+	return true, same
 }
 
 func (t *txn) observe(g *group, r *kgo.Record) {
