@@ -46,10 +46,10 @@ type faultEnv struct {
 // Conformance: amp-protocol.md §8 F2 (a crash between the sink write and the
 // commit: the restart replays without duplicates), at random kill points.
 func TestIntegrationFaultSIGKILL(t *testing.T) {
-	// Its own broker and redis-server, and mostly sleeping between kills
-	// (its checks are of correctness, not of time): beside the other
-	// parallel tests, for make test's time budget.
-	t.Parallel()
+	// Not in parallel with the others: its race-detector bridge restarts
+	// every few seconds, and beside it TestIntegrationCluster's members
+	// once missed their 6 s sessions (a member that was not paused was
+	// fenced, a takeover took 37 s) in a clean-clone make test.
 	python := testenv.Python(t)
 	broker := testenv.StartKafkaBroker(t)
 	rs := testenv.StartRedisServer(t)
