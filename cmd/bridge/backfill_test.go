@@ -77,7 +77,10 @@ func (h *harness) topicOps() (counts map[string]int, maxBlock map[string]uint64,
 	return counts, maxBlock, minBlock
 }
 
-func TestRunBackfill(t *testing.T) { scenarioBackfill(t, fakeServices(t)) }
+func TestRunBackfill(t *testing.T) {
+	t.Parallel()
+	scenarioBackfill(t, fakeServices(t))
+}
 
 // scenarioBackfill: 200 blocks of history, backfilled in 3 partitions of
 // steps of 25 blocks by 2 workers up to 30 blocks below the head, then the
@@ -142,7 +145,10 @@ func scenarioBackfill(t *testing.T, svc services) {
 	requireClean(t, h.verify())
 }
 
-func TestRunBackfillResumes(t *testing.T) { scenarioBackfillResumes(t, fakeServices(t)) }
+func TestRunBackfillResumes(t *testing.T) {
+	t.Parallel()
+	scenarioBackfillResumes(t, fakeServices(t))
+}
 
 // scenarioBackfillResumes stops the bridge in the middle of the backfill,
 // then loses the checkpoint store: the restarted backfill reads its progress
@@ -203,6 +209,7 @@ func TestRunBackfillRefusesSQLWithoutBlockColumn(t *testing.T) {
 }
 
 func TestRunBackfillHandoverRestart(t *testing.T) {
+	t.Parallel()
 	scenarioBackfillHandoverRestart(t, fakeServices(t))
 }
 

@@ -83,6 +83,7 @@ func verifyAll(t *testing.T, h *harness) {
 // streams, each run by exactly one of them; when one member leaves, the
 // others take its streams over, and every stream verifies clean.
 func TestClusterSharesStreams(t *testing.T) {
+	t.Parallel()
 	h := clusterHarness(t, fakeServices(t), 4)
 	var ids []string
 	for _, sc := range h.cfg.Streams {
@@ -180,6 +181,7 @@ func clusterGauge(b *bridge, name, id string) float64 {
 // fencing it); each stream hands over once, and verifies clean with op r
 // below the hand-over block and op c from it.
 func TestClusterBackfill(t *testing.T) {
+	t.Parallel()
 	svc := fakeServices(t)
 	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 300}, MaxMicrobatchBlocks: 16}, 64)
 	base := h.cfg.Streams[0]
@@ -270,6 +272,7 @@ func TestClusterBackfill(t *testing.T) {
 // report it; once every member has left, each stream has no owner and its
 // last claim is shown as stale.
 func TestClusterStatus(t *testing.T) {
+	t.Parallel()
 	h := clusterHarness(t, fakeServices(t), 4)
 	var ids []string
 	for i := range h.cfg.Streams {
@@ -383,6 +386,7 @@ func TestClusterStatus(t *testing.T) {
 // connects to Kafka for the group (status alone needs no Kafka) and says
 // plainly that no member owns the stream before any has run.
 func TestClusterStatusCommand(t *testing.T) {
+	t.Parallel()
 	svc := fakeServices(t)
 	args := []string{"status", "-c", writeConfig(t, minimalYAML), "-timeout", "10s",
 		"-set", "kafka.brokers=" + strings.Join(svc.brokers, ","), "-set", "amp.addr=127.0.0.1:1",
@@ -442,6 +446,7 @@ func groupMembers(t *testing.T, brokers []string, group string) int {
 // fault every stream has exactly one owner; at the end every stream commits
 // the head and verifies clean.
 func TestClusterUnderFaults(t *testing.T) {
+	t.Parallel()
 	svc := fakeServices(t)
 	h := clusterHarness(t, svc, 4)
 	logs := newMsgCounter(testLogger().Handler())

@@ -11,6 +11,7 @@ import (
 // TestDemoVerifies runs the README's first command, shortened: it must
 // publish, retract after reorgs, and end with a clean verification.
 func TestDemoVerifies(t *testing.T) {
+	t.Parallel()
 	var out, errOut logBuffer
 	err := runDemo(t.Context(), demoOptions{duration: 2 * time.Second, blockEvery: 100 * time.Millisecond,
 		reorgEvery: 4, reorgDepth: 2, txPerBlock: 5}, &out, &errOut)

@@ -116,7 +116,10 @@ func newEvolveHarness(t *testing.T, svc services) *harness {
 // under a new version of the value subject; a reorg then retracts batches
 // from both sides of the change, each retraction in the schema its row was
 // written with; verify compares both schemas' rows with Amp.
-func TestRunSchemaEvolution(t *testing.T) { scenarioSchemaEvolution(t, fakeServices(t)) }
+func TestRunSchemaEvolution(t *testing.T) {
+	t.Parallel()
+	scenarioSchemaEvolution(t, fakeServices(t))
+}
 
 func scenarioSchemaEvolution(t *testing.T, svc services) {
 	h := newEvolveHarness(t, svc)
@@ -181,7 +184,10 @@ func scenarioSchemaEvolution(t *testing.T, svc services) {
 // TestRunSchemaEvolutionRefused: an incompatible change is refused at
 // start naming the subject, both schemas, the rule and the two ways
 // forward, and publishes nothing; each way forward then works.
-func TestRunSchemaEvolutionRefused(t *testing.T) { scenarioSchemaEvolutionRefused(t, fakeServices(t)) }
+func TestRunSchemaEvolutionRefused(t *testing.T) {
+	t.Parallel()
+	scenarioSchemaEvolutionRefused(t, fakeServices(t))
+}
 
 func scenarioSchemaEvolutionRefused(t *testing.T, svc services) {
 	h := newEvolveHarness(t, svc)

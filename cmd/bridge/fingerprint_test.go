@@ -25,6 +25,7 @@ import (
 // in the broker so that its records carry the earlier fingerprint, as an
 // earlier bridge wrote them.
 func TestRunRetractsRecordsOfEarlierBridges(t *testing.T) {
+	t.Parallel()
 	svc, kc := fakeServicesCluster(t)
 	svc.registry = ""
 	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 8}, MaxMicrobatchBlocks: 1}, 128)

@@ -123,6 +123,7 @@ func TestReplicationFactorTheClusterCannotGive(t *testing.T) {
 // one aborts it and the stream restarts from its checkpoint in the same
 // process; both end ready again, and the topic verifies clean.
 func TestReadinessFollowsAKafkaStall(t *testing.T) {
+	t.Parallel()
 	svc, kc := fakeServicesCluster(t)
 	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 10}, MaxMicrobatchBlocks: 2}, 128)
 	h.cfg.HTTP.ReadyTimeout = 300 * time.Millisecond

@@ -91,7 +91,10 @@ func scenarioLabels(t *testing.T, svc services) {
 	}
 }
 
-func TestRunLabels(t *testing.T) { scenarioLabels(t, fakeServices(t)) }
+func TestRunLabels(t *testing.T) {
+	t.Parallel()
+	scenarioLabels(t, fakeServices(t))
+}
 
 // TestSchemaShowsLabelColumns: bridge schema prints the label columns in
 // the value schema, nullable for a left join only.
@@ -137,6 +140,7 @@ streams:
 // file whose columns change is a schema change, decided at start like a
 // changed SQL (schema_evolution).
 func TestRunLabelFileChanges(t *testing.T) {
+	t.Parallel()
 	svc := fakeServices(t)
 	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 10, LogsPerTx: 2}, MaxMicrobatchBlocks: 1}, 128)
 	s := &h.cfg.Streams[0]
@@ -253,7 +257,10 @@ func scenarioLabelsBackfill(t *testing.T, svc services) {
 	assert.Positive(t, counts["c"], "live rows")
 }
 
-func TestRunLabelsBackfill(t *testing.T) { scenarioLabelsBackfill(t, fakeServices(t)) }
+func TestRunLabelsBackfill(t *testing.T) {
+	t.Parallel()
+	scenarioLabelsBackfill(t, fakeServices(t))
+}
 
 // counterValue is the value of counter name{stream, outcome}.
 func counterValue(t *testing.T, reg prometheus.Gatherer, name, stream, outcome string) float64 {

@@ -39,7 +39,10 @@ func (h *harness) status() string {
 	return out.String()
 }
 
-func TestRunStartLatest(t *testing.T) { scenarioStartLatest(t, fakeServices(t)) }
+func TestRunStartLatest(t *testing.T) {
+	t.Parallel()
+	scenarioStartLatest(t, fakeServices(t))
+}
 
 // scenarioStartLatest: a new stream with start latest publishes only the
 // blocks after Amp's synced head at its first start (head 29: from 30 on).
@@ -77,7 +80,10 @@ func scenarioStartLatest(t *testing.T, svc services) {
 	assert.Contains(t, h.status(), "started at mainnet block 30", "the checkpoint rebuilt from the control topic remembers the start")
 }
 
-func TestRunStartBlockReorged(t *testing.T) { scenarioStartBlockReorged(t, fakeServices(t)) }
+func TestRunStartBlockReorged(t *testing.T) {
+	t.Parallel()
+	scenarioStartBlockReorged(t, fakeServices(t))
+}
 
 // scenarioStartBlockReorged: a stream that starts at block 25, ahead of
 // the chain (head 19): Amp waits for it, the stream publishes from it, and
@@ -155,7 +161,10 @@ func (h *harness) loadDone() []string {
 	return append([]string(nil), h.details["load-done"]...)
 }
 
-func TestRunOnce(t *testing.T) { scenarioOnce(t, fakeServices(t)) }
+func TestRunOnce(t *testing.T) {
+	t.Parallel()
+	scenarioOnce(t, fakeServices(t))
+}
 
 // scenarioOnce: a one-shot load of [10, 80) publishes those blocks with op
 // r and the bridge exits by itself without error (exit 0); a load stopped
@@ -283,6 +292,7 @@ func TestRunOnceBesideLiveStream(t *testing.T) {
 // and resumes at the start block, not at Amp's first block: the blocks
 // below the start stay unpublished.
 func TestRewindBelowStartBlock(t *testing.T) {
+	t.Parallel()
 	h := newStartHarness(t, fakeServices(t), 30, "25")
 	stop := h.run()
 	h.waitHead()
@@ -312,6 +322,7 @@ func TestRewindBelowStartBlock(t *testing.T) {
 // TestRunStartAtLeastOnce: a start position works without transactions
 // too (the start checkpoint is committed the way every watermark is).
 func TestRunStartAtLeastOnce(t *testing.T) {
+	t.Parallel()
 	h := newStartHarness(t, fakeServices(t), 12, config.StartLatest)
 	h.cfg.Kafka.Delivery = config.AtLeastOnce
 	stop := h.run()

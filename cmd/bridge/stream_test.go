@@ -247,7 +247,10 @@ func scenarioHappyPath(t *testing.T, svc services) {
 	assert.GreaterOrEqual(t, h.count("commit"), 8, "40 blocks in microbatches of at most 7, then 2 more")
 }
 
-func TestRunReorgsWhileConnected(t *testing.T) { scenarioReorgs(t, fakeServices) }
+func TestRunReorgsWhileConnected(t *testing.T) {
+	t.Parallel()
+	scenarioReorgs(t, fakeServices)
+}
 
 func scenarioReorgs(t *testing.T, svcs func(testing.TB) services) {
 	for _, depth := range []int{1, 10, 128} {
@@ -599,6 +602,7 @@ func TestTopicName(t *testing.T) {
 
 // TestRewind retracts from a block on and resumes there.
 func TestRewind(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 4}}, 128)
 	stop := h.run()
 	h.waitHead()
@@ -672,6 +676,7 @@ func (h *harness) retractionCauses(topic string) map[string]int {
 // ErrUnrecoverable, as documented; bridge rewind below the fork brings it
 // back, with the replaced rows retracted.
 func TestRewindRecoversAReorgDeeperThanRetention(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 2}}, 2)
 	stop := h.run()
 	h.waitHead()
@@ -702,6 +707,7 @@ func TestRewindRecoversAReorgDeeperThanRetention(t *testing.T) {
 // TestRunModes runs a reorg through the other key, envelope and retraction
 // modes and verifies each topic.
 func TestRunModes(t *testing.T) {
+	t.Parallel()
 	for _, m := range []struct {
 		name       string
 		envelope   config.Envelope

@@ -50,6 +50,7 @@ func silentServer(t *testing.T) string {
 // answers it ends within -timeout, printing what the checkpoint store said
 // and failing with an error that names Amp and its address.
 func TestStatusTimeoutNamesAmp(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, fakeServices(t), ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 5}}, 128)
 	stop := h.run()
 	h.waitHead()
