@@ -120,6 +120,9 @@ type TxnStats struct {
 	Open    bool
 	Records int
 	Began   time.Time
+	// Failed is set once a record of the transaction failed or a Produce
+	// returned an error: the transaction can only abort (Commit aborts it).
+	Failed bool
 }
 
 // Deps are the injected dependencies of the package's clients.
@@ -396,7 +399,7 @@ func (p *Producer) Stats() TxnStats {
 	if p.txn == nil {
 		return TxnStats{}
 	}
-	return TxnStats{Open: true, Records: p.txn.records, Began: p.txn.began}
+	return TxnStats{Open: true, Records: p.txn.records, Began: p.txn.began, Failed: p.txn.failed.Load() != nil}
 }
 
 func (p *Producer) usable() error {
@@ -447,14 +450,16 @@ func (p *Producer) Begin() error {
 
 // Produce buffers rec in the open transaction and returns; delivery is
 // asynchronous. It blocks while the producer buffer is full (MaxBufferedBytes):
-// that is the backpressure to the caller, bounded by ctx. Once buffered, a
-// record belongs to the transaction: ctx ending later does not fail it, so
-// that what was produced can still be committed after a shutdown began
-// (only a Produce that gives up waiting for room fails the transaction).
+// that is the backpressure to the caller, bounded by ctx. Once Produce has
+// returned nil, the record belongs to the transaction: ctx ending later
+// does not fail it, so that what was produced can still be committed after
+// a shutdown began.
 //
 // A non-nil error means the transaction cannot commit (an earlier record
-// failed, ctx ended, or no transaction is open): stop producing and call
-// Abort, or Commit, which aborts and returns the classified error.
+// failed, ctx ended during the call, the record was refused, or no
+// transaction is open): the caller stops with records it meant for the
+// transaction left out, so the transaction is marked failed (Stats.Failed)
+// and Commit aborts it and returns the classified error; or call Abort.
 func (p *Producer) Produce(ctx context.Context, rec Record) error {
 	handed := false
 	if rec.Owner != nil {
@@ -475,7 +480,7 @@ func (p *Producer) Produce(ctx context.Context, rec Record) error {
 		return fmt.Errorf("producing to %s: an earlier record of this transaction failed: %w", rec.Topic, classifyRecordErr(*f))
 	}
 	if rec.Key == nil {
-		return fmt.Errorf("producing to %s: record has a nil key; every bridge record is keyed (batch id or row key)", rec.Topic)
+		return t.fail(fmt.Errorf("producing to %s: record has a nil key; every bridge record is keyed (batch id or row key)", rec.Topic))
 	}
 	if len(p.recs) == 0 {
 		p.recs = make([]kgo.Record, 256)
@@ -532,9 +537,20 @@ func (p *Producer) Produce(ctx context.Context, rec Record) error {
 		t.inProduce.Store(false)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("producing to %s: %w", rec.Topic, err)
+		// The caller stops here, so records it meant for this transaction
+		// are missing from it: it must not commit.
+		return t.fail(fmt.Errorf("producing to %s: %w", rec.Topic, err))
 	}
 	return nil
+}
+
+// fail marks t as failed by err (unless a record failed first), so that
+// Commit aborts it, and returns err: a Produce that returns an error leaves
+// its caller's records out of the transaction, which then must not commit.
+func (t *txn) fail(err error) error {
+	e := err
+	t.failed.CompareAndSwap(nil, &e)
+	return err
 }
 
 // promise returns the delivery callback of records of transaction t, group

@@ -110,6 +110,29 @@ func (f *pipeFixture) countCommits() *atomic.Int32 {
 	return &commits
 }
 
+// holdBehindCommit sets the stream up as the run loop leaves it at block
+// 2's watermark while transaction N (block 1) commits: the reorg state has
+// committed block 1, block 2's 10 rows are held (batch n1) and its
+// watermark is pending. It returns the commit in flight, which the test
+// ends.
+func (f *pipeFixture) holdBehindCommit(t *testing.T) *commitJob {
+	t.Helper()
+	r := f.r
+	var err error
+	r.machine, err = reorg.New(reorg.DefaultConfig(), reorg.Snapshot{Watermarks: []reorg.Watermark{}})
+	require.NoError(t, err)
+	evs, err := r.machine.Apply([]reorg.BlockRange{{Network: "eth", Start: 1, End: 1, Hash: reorg.Hash{1}, PrevHash: reorg.Hash{9}, HasPrevHash: true}}, true, 10)
+	require.NoError(t, err)
+	require.NoError(t, r.machine.Commit(evs[len(evs)-1].Seq))
+	j := inFlight()
+	r.job, r.bound = j, j
+	evs, err = r.machine.Apply([]reorg.BlockRange{{Network: "eth", Start: 2, End: 2, Hash: reorg.Hash{2}, PrevHash: reorg.Hash{1}, HasPrevHash: true}}, true, 10)
+	require.NoError(t, err)
+	require.NoError(t, r.hold(t.Context(), f.batch(t, "n1")))
+	r.txn.pending = []pendingBatch{{wm: evs[len(evs)-1], rows: 10}}
+	return j
+}
+
 // inFlight is a commit job whose Kafka commit and checkpoint write the test
 // ends.
 func inFlight() *commitJob {
@@ -340,7 +363,7 @@ func TestShutdownOfALostStream(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(t.Context())
 	cancel(fmt.Errorf("%w: the cluster session ended", sink.ErrFenced))
 	stopped := make(chan error, 1)
-	go func() { stopped <- r.shutdown(ctx) }()
+	go func() { stopped <- r.shutdown(ctx, nil) }()
 	select {
 	case err := <-stopped:
 		t.Fatalf("shutdown returned (%v) before the commit in flight ended", err)
@@ -406,20 +429,9 @@ func TestShutdownAfterAFailedCommitCommitsNothing(t *testing.T) {
 	r := f.r
 	store := f.checkpoints(t)
 	r.lastFull = 0 // a full checkpoint copy was written: this commit would carry only its state
-	var err error
-	r.machine, err = reorg.New(reorg.DefaultConfig(), reorg.Snapshot{Watermarks: []reorg.Watermark{}})
-	require.NoError(t, err)
 	// Transaction N (block 1) is committing; the run loop reads block 2,
 	// a complete microbatch, and holds its rows.
-	evs, err := r.machine.Apply([]reorg.BlockRange{{Network: "eth", Start: 1, End: 1, Hash: reorg.Hash{1}, PrevHash: reorg.Hash{9}, HasPrevHash: true}}, true, 10)
-	require.NoError(t, err)
-	require.NoError(t, r.machine.Commit(evs[len(evs)-1].Seq))
-	j := inFlight()
-	r.job, r.bound = j, j
-	evs, err = r.machine.Apply([]reorg.BlockRange{{Network: "eth", Start: 2, End: 2, Hash: reorg.Hash{2}, PrevHash: reorg.Hash{1}, HasPrevHash: true}}, true, 10)
-	require.NoError(t, err)
-	require.NoError(t, r.hold(t.Context(), f.batch(t, "n1")))
-	r.txn.pending = []pendingBatch{{wm: evs[len(evs)-1], rows: 10}}
+	j := f.holdBehindCommit(t)
 
 	commits := f.countCommits()
 	boom := fmt.Errorf("%w: commit N aborted", sink.ErrAborted)
@@ -431,7 +443,7 @@ func TestShutdownAfterAFailedCommitCommitsNothing(t *testing.T) {
 	// The member stops the stream meanwhile: runOnce calls shutdown.
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	err = r.shutdown(ctx)
+	err := r.shutdown(ctx, nil)
 	require.ErrorIs(t, err, boom, "the shutdown reports the failed commit instead of committing")
 	assert.Nil(t, r.job, "no commit was started")
 	assert.Zero(t, commits.Load(), "no transaction was committed after the failed one")
@@ -442,30 +454,90 @@ func TestShutdownAfterAFailedCommitCommitsNothing(t *testing.T) {
 	assert.NoError(t, r.commitErr, "the next run starts clean")
 }
 
-// TestShutdownCommitsWhatWasProduced checks that a stream stopped while
-// its open transaction ends at a watermark commits it, although its
-// records were produced under the run's context, which the stop canceled
-// before franz-go sent them.
-func TestShutdownCommitsWhatWasProduced(t *testing.T) {
-	f := newPipeFixtureWith(t, func(kc *sink.Config) { kc.Linger = time.Minute }) // unsent until the commit flushes
+// TestShutdownAfterAnInterruptedProduceCommitsNothing checks that a stream
+// stopped while it produces the batches held for a watermark's transaction
+// (the stop cancels the run's context between two of their records) does
+// not commit that transaction: the records not produced would be missing
+// from Kafka behind a checkpoint past them. Found in TestClusterUnderFaults,
+// where a member whose stream was revoked committed the first of a
+// microbatch's ten records and a checkpoint past all of them.
+func TestShutdownAfterAnInterruptedProduceCommitsNothing(t *testing.T) {
+	f := newPipeFixture(t)
 	r := f.r
 	store := f.checkpoints(t)
 	r.fingerprint = "test-fingerprint"
-	var err error
-	r.machine, err = reorg.New(reorg.DefaultConfig(), reorg.Snapshot{Watermarks: []reorg.Watermark{}})
-	require.NoError(t, err)
-	evs, err := r.machine.Apply([]reorg.BlockRange{{Network: "eth", Start: 1, End: 1, Hash: reorg.Hash{1}, PrevHash: reorg.Hash{9}, HasPrevHash: true}}, true, 10)
-	require.NoError(t, err)
+	// Transaction N (block 1) is committing; block 2, a complete
+	// microbatch, is read and its rows held.
+	j := f.holdBehindCommit(t)
 	commits := f.countCommits()
 
+	// Commit N ends as the member stops the stream; block 2's watermark
+	// then produces the held rows under the canceled context.
 	ctx, cancel := context.WithCancel(t.Context())
-	require.NoError(t, r.hold(ctx, f.batch(t, "b1")))
-	r.txn.pending = []pendingBatch{{wm: evs[len(evs)-1], rows: 10}}
-	cancel() // SIGTERM: runOnce calls shutdown
-	require.NoError(t, r.shutdown(ctx), "the open transaction ends at a watermark: the stop commits it")
-	assert.Equal(t, int32(1), commits.Load(), "one transaction committed")
-	cp, err := store.Load(t.Context(), "pipe")
-	require.NoError(t, err, "the checkpoint follows the commit")
-	assert.Equal(t, reorg.Point{Number: 1, Hash: reorg.Hash{1}}, cp.Cursor()["eth"], "the checkpoint is at the committed watermark")
+	cancel()
+	j.kafkaAt = time.Now()
+	close(j.kafka)
+	close(j.done)
+	require.ErrorIs(t, r.commit(ctx), context.Canceled, "the stop interrupts the produce of the held batch")
+	require.True(t, r.prod.Stats().Open)
+	require.Less(t, r.prod.Stats().Records, 10, "records of the batch were left out")
+	require.True(t, r.prod.Stats().Failed, "a Produce that returned an error fails the transaction")
+
+	// runOnce calls shutdown; without the event's error, the failed
+	// transaction alone must stop the commit too.
+	require.NoError(t, r.shutdown(ctx, nil), "the stop aborts the incomplete transaction")
+	assert.Nil(t, r.job, "no commit was started")
+	assert.Zero(t, commits.Load(), "no transaction was committed")
+	assert.False(t, r.prod.Stats().Open)
+	_, err := store.Load(t.Context(), "pipe")
+	assert.ErrorIs(t, err, offsets.ErrNotFound, "no checkpoint was written")
 	r.close(ctx)
+}
+
+// TestShutdownAtAWatermark checks what a stream stopped while its open
+// transaction ends at a watermark does with it. It commits it, although
+// its records were produced under the run's context, which the stop
+// canceled before franz-go sent them; unless the stop interrupted the
+// handling of an event (runOnce passes its error): part of that event's
+// work (retractions, a batch's records) may be missing from the
+// transaction, which is then aborted, although no record failed.
+func TestShutdownAtAWatermark(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		interrupted error
+		commits     int32
+	}{
+		{"commits what was produced", nil, 1},
+		{"aborts after an interrupted event", fmt.Errorf("stream pipe: producing retractions: %w", context.Canceled), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newPipeFixtureWith(t, func(kc *sink.Config) { kc.Linger = time.Minute }) // unsent until the commit flushes
+			r := f.r
+			store := f.checkpoints(t)
+			r.fingerprint = "test-fingerprint"
+			var err error
+			r.machine, err = reorg.New(reorg.DefaultConfig(), reorg.Snapshot{Watermarks: []reorg.Watermark{}})
+			require.NoError(t, err)
+			evs, err := r.machine.Apply([]reorg.BlockRange{{Network: "eth", Start: 1, End: 1, Hash: reorg.Hash{1}, PrevHash: reorg.Hash{9}, HasPrevHash: true}}, true, 10)
+			require.NoError(t, err)
+			commits := f.countCommits()
+
+			ctx, cancel := context.WithCancel(t.Context())
+			require.NoError(t, r.hold(ctx, f.batch(t, "b1")))
+			r.txn.pending = []pendingBatch{{wm: evs[len(evs)-1], rows: 10}}
+			cancel() // SIGTERM: runOnce calls shutdown
+			require.False(t, r.prod.Stats().Failed)
+			require.NoError(t, r.shutdown(ctx, tc.interrupted))
+			assert.Equal(t, tc.commits, commits.Load(), "transactions committed")
+			assert.False(t, r.prod.Stats().Open)
+			cp, err := store.Load(t.Context(), "pipe")
+			if tc.commits == 0 {
+				assert.ErrorIs(t, err, offsets.ErrNotFound, "no checkpoint was written")
+			} else {
+				require.NoError(t, err, "the checkpoint follows the commit")
+				assert.Equal(t, reorg.Point{Number: 1, Hash: reorg.Hash{1}}, cp.Cursor()["eth"], "the checkpoint is at the committed watermark")
+			}
+			r.close(ctx)
+		})
+	}
 }

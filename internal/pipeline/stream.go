@@ -768,7 +768,7 @@ func (r *Stream) runOnce(ctx context.Context) error {
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return r.shutdown(ctx)
+				return r.shutdown(ctx, nil)
 			}
 			return fmt.Errorf("reading stream %s from Amp: %w", r.cfg.ID, err)
 		}
@@ -777,7 +777,7 @@ func (r *Stream) runOnce(ctx context.Context) error {
 		done()
 		if err != nil {
 			if ctx.Err() != nil {
-				return r.shutdown(ctx)
+				return r.shutdown(ctx, err)
 			}
 			return err
 		}
@@ -1605,13 +1605,17 @@ func closeProducer(ctx context.Context, p *sink.Producer, log *slog.Logger) {
 }
 
 // shutdown finishes on SIGINT/SIGTERM: commit the open transaction when it
-// ends at a watermark, abort it otherwise; the checkpoint follows a commit.
+// ends at a watermark and all of its records were produced, abort it
+// otherwise; the checkpoint follows a commit. interrupted is the error of
+// the event the stop interrupted (nil: none was being handled): part of
+// that event's work may be missing from the open transaction (a batch's
+// records not produced, retractions half written), so it is aborted.
 // A stream whose context was canceled with a cause that is sink.ErrFenced
 // (a cluster member whose session ended: another member owns the stream
 // now and fences this producer) only waits for the commit already in
 // flight: it neither commits nor aborts the open transaction, which the
 // new owner's producer aborts when it starts, so that it stops at once.
-func (r *Stream) shutdown(ctx context.Context) error {
+func (r *Stream) shutdown(ctx context.Context, interrupted error) error {
 	if lost(ctx) {
 		cause := context.Cause(ctx)
 		err := r.joinCommit()
@@ -1630,15 +1634,28 @@ func (r *Stream) shutdown(ctx context.Context) error {
 	if err := r.settle(dctx); err != nil {
 		return fmt.Errorf("committing the last transaction at shutdown: %w", err)
 	}
-	if len(r.txn.pending) > 0 && !r.txn.dirty {
+	switch {
+	case interrupted != nil || (r.prod != nil && r.prod.Stats().Failed):
+		// The stop interrupted an event, or a Produce failed: records of
+		// the open transaction's batches may be missing from it.
+		why := "shutting down after a record of the open transaction failed"
+		if interrupted != nil {
+			why = fmt.Sprintf("shutting down in the middle of an event (%v)", interrupted)
+		}
+		if err := r.abort(dctx, why); err != nil {
+			return err
+		}
+	case len(r.txn.pending) > 0 && !r.txn.dirty:
 		if err := r.commit(dctx); err != nil {
 			return fmt.Errorf("committing the last transaction at shutdown: %w", err)
 		}
 		if err := r.joinCommit(); err != nil {
 			return fmt.Errorf("committing the last transaction at shutdown: %w", err)
 		}
-	} else if err := r.abort(dctx, "shutting down"); err != nil {
-		return err
+	default:
+		if err := r.abort(dctx, "shutting down"); err != nil {
+			return err
+		}
 	}
 	r.log.Info("stream stopped", "cursor", cursorText(r.committed.Cursor()), "version", r.committed.Version)
 	return nil
