@@ -73,6 +73,50 @@ func TestIntegrationCommitVisibleAbortInvisible(t *testing.T) {
 	})
 }
 
+// TestIntegrationProduceErrorFailsTheTransaction checks that a Produce that
+// returns an error fails its transaction: its caller stops with records it
+// meant for the transaction left out, so Commit aborts instead of
+// committing the records produced before. (A cluster member whose stream
+// was revoked while it produced a microbatch at its watermark committed the
+// first of the microbatch's records with a checkpoint past all of them:
+// TestClusterUnderFaults.)
+func TestIntegrationProduceErrorFailsTheTransaction(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b testenv.Backend, cfg Config) {
+		for _, tc := range []struct {
+			name    string
+			produce func(t *testing.T, p *Producer, topic string) error
+		}{
+			{"context ended", func(t *testing.T, p *Producer, topic string) error {
+				ctx, cancel := context.WithCancel(testCtx(t))
+				cancel()
+				return p.Produce(ctx, dataRecord(topic, "b", 2))
+			}},
+			{"refused record", func(t *testing.T, p *Producer, topic string) error {
+				r := dataRecord(topic, "b", 2)
+				r.Key = nil
+				return p.Produce(testCtx(t), r)
+			}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				topic := testenv.NewTopic(t, b, "data", 1, nil)
+				p := newProducer(t, cfg, "s", Deps{})
+				_ = produceBatches(t, p, topic, 1, "kept")
+				require.NoError(t, p.Begin())
+				for i := range 2 {
+					require.NoError(t, p.Produce(testCtx(t), dataRecord(topic, "b", i)))
+				}
+				require.False(t, p.Stats().Failed)
+				require.Error(t, tc.produce(t, p, topic))
+				assert.True(t, p.Stats().Failed, "Stats must say the transaction can only abort")
+				_, err := p.Commit(testCtx(t))
+				require.ErrorIs(t, err, ErrAborted)
+				assert.Equal(t, []string{"kept-row-0"}, values(consumeCommitted(t, cfg, topic)),
+					"nothing of the transaction whose Produce failed may be committed")
+			})
+		}
+	})
+}
+
 func TestIntegrationSpansReadBack(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b testenv.Backend, cfg Config) {
 		topic := testenv.NewTopic(t, b, "data", 3, nil)

@@ -297,48 +297,6 @@ func TestCanceledContextKeepsProducedRecords(t *testing.T) {
 	}
 }
 
-// TestProduceErrorFailsTheTransaction checks that a Produce that returns
-// an error fails its transaction: its caller stops with records it meant
-// for the transaction left out, so Commit aborts instead of committing the
-// records produced before. (A cluster member whose stream was revoked while
-// it produced a microbatch at its watermark committed the first record of
-// the microbatch with a checkpoint past all of it: TestClusterUnderFaults.)
-func TestProduceErrorFailsTheTransaction(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		produce func(t *testing.T, p *Producer) error
-	}{
-		{"context ended", func(t *testing.T, p *Producer) error {
-			ctx, cancel := context.WithCancel(testCtx(t))
-			cancel()
-			return p.Produce(ctx, dataRecord("data", "b", 2))
-		}},
-		{"refused record", func(t *testing.T, p *Producer) error {
-			r := dataRecord("data", "b", 2)
-			r.Key = nil
-			return p.Produce(testCtx(t), r)
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, cfg := newCluster(t)
-			createTopic(t, cfg, "data", 1)
-			p := newProducer(t, cfg, "s", Deps{})
-			_ = produceBatches(t, p, "data", 1, "kept")
-			require.NoError(t, p.Begin())
-			for i := range 2 {
-				require.NoError(t, p.Produce(testCtx(t), dataRecord("data", "b", i)))
-			}
-			require.False(t, p.Stats().Failed)
-			require.Error(t, tc.produce(t, p))
-			assert.True(t, p.Stats().Failed, "Stats must say the transaction can only abort")
-			_, err := p.Commit(testCtx(t))
-			require.ErrorIs(t, err, ErrAborted)
-			assert.Equal(t, []string{"kept-row-0"}, values(consumeCommitted(t, cfg, "data")),
-				"nothing of the transaction whose Produce failed may be committed")
-		})
-	}
-}
-
 // TestCanceledContextUnblocksAFullBuffer checks that a Produce waiting for
 // room in a full buffer returns when its context ends, and that the
 // transaction then aborts: nothing of it is committed.
