@@ -181,7 +181,10 @@ func clusterGauge(b *bridge, name, id string) float64 {
 // fencing it); each stream hands over once, and verifies clean with op r
 // below the hand-over block and op c from it.
 func TestClusterBackfill(t *testing.T) {
-	t.Parallel()
+	// Serial: beside other cluster tests on 2 cores it sometimes missed its
+	// 60 s bound for the streams to reach head after the member left (1
+	// and 2 runs in 12 of a loop of two copies of five cluster and run
+	// tests side by side, before and after b16bfcc alike).
 	svc := fakeServices(t)
 	h := newHarness(t, svc, ampsim.Config{NetworkConfig: ampsim.NetworkConfig{InitialBlocks: 300}, MaxMicrobatchBlocks: 16}, 64)
 	base := h.cfg.Streams[0]
