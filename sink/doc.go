@@ -144,6 +144,11 @@
 //     ~23 ms flush, ~0.5 ms EndTransaction for 100 records.
 //   - Consumers must read with isolation.level=read_committed; otherwise
 //     they also see aborted records.
+//   - franz-go v1.22.3 can acknowledge a client's first records to a topic
+//     before it publishes the topic's partitions; an EndTransaction in that
+//     gap aborts what it was told to commit and returns nil. Commit and
+//     Abort wait for the partitions first (awaitPartitions). Anyone driving
+//     a kgo transactional client directly must do the same.
 //
 // Metrics (on the injected prometheus.Registerer, namespace
 // Config.MetricsNamespace): records_written_total{stream,op} (op from

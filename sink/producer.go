@@ -190,6 +190,13 @@ type Producer struct {
 	promGroup *group
 	promOwner Releaser
 
+	// loaded holds the topics franz-go has published the partitions of
+	// (awaitPartitions); lastTopic is the topic of the previous record
+	// of the open transaction, so that a run of records to one topic
+	// looks it up once.
+	loaded    map[string]bool
+	lastTopic string
+
 	closeOnce sync.Once
 	closed    atomic.Bool
 }
@@ -208,6 +215,10 @@ type txn struct {
 	lastGroup *group
 	lastOp    string
 	lastOpN   *int
+	// unloaded lists the topics produced to whose partitions franz-go had
+	// not published when their first record was produced: EndTransaction
+	// waits for them (awaitPartitions).
+	unloaded []string
 
 	failed atomic.Pointer[error] // first failed record, for fast failure
 	// acked counts the delivery callbacks that have run; waitFor is the
@@ -298,12 +309,13 @@ func NewProducer(ctx context.Context, cfg Config, id string, deps Deps) (*Produc
 	}
 	deps = deps.withDefaults()
 	p := &Producer{
-		cfg:   cfg,
-		id:    id,
-		label: cmp.Or(deps.Stream, id),
-		txnID: TransactionalID(cfg.TransactionalIDPrefix, id),
-		eos:   cfg.Delivery == DeliveryExactlyOnce,
-		now:   deps.Now,
+		cfg:    cfg,
+		id:     id,
+		label:  cmp.Or(deps.Stream, id),
+		txnID:  TransactionalID(cfg.TransactionalIDPrefix, id),
+		eos:    cfg.Delivery == DeliveryExactlyOnce,
+		now:    deps.Now,
+		loaded: make(map[string]bool),
 	}
 	p.log = deps.Logger.With("txn_id", p.txnID, "delivery", string(cfg.Delivery))
 
@@ -445,6 +457,7 @@ func (p *Producer) Begin() error {
 	}
 	p.txn.ctx, p.txn.cancel = context.WithCancel(context.Background())
 	p.txn.waitFor.Store(-1)
+	p.lastTopic = ""
 	return nil
 }
 
@@ -481,6 +494,12 @@ func (p *Producer) Produce(ctx context.Context, rec Record) error {
 	}
 	if rec.Key == nil {
 		return t.fail(fmt.Errorf("producing to %s: record has a nil key; every bridge record is keyed (batch id or row key)", rec.Topic))
+	}
+	if rec.Topic != p.lastTopic {
+		if p.eos && !p.loaded[rec.Topic] && !slices.Contains(t.unloaded, rec.Topic) {
+			t.unloaded = append(t.unloaded, rec.Topic)
+		}
+		p.lastTopic = rec.Topic
 	}
 	if len(p.recs) == 0 {
 		p.recs = make([]kgo.Record, 256)
@@ -551,6 +570,41 @@ func (t *txn) fail(err error) error {
 	e := err
 	t.failed.CompareAndSwap(nil, &e)
 	return err
+}
+
+// awaitPartitions waits until franz-go has published the partitions of
+// every topic the transaction produced to, which EndTransaction must find.
+//
+// franz-go (v1.22.3) publishes a topic's partitions only after handing its
+// first buffered records to them, and those can be sent, acknowledged and
+// flushed before it does. EndTransaction then finds no partition added to
+// the transaction and, under KIP-890 part 2, turns TryCommit into an abort
+// and returns nil: the records are aborted while Commit reports them
+// committed. It also leaves the partition's sequence unreset, so the next
+// transaction fails with OUT_OF_ORDER_SEQUENCE_NUMBER. Only a topic's first
+// records in a client are exposed: a topic is published once, whole, so
+// one loaded partition means all are.
+func (p *Producer) awaitPartitions(ctx context.Context, t *txn) error {
+	var tick *time.Ticker
+	for _, topic := range t.unloaded {
+		for {
+			if leader, epoch, err := p.cl.PartitionLeader(topic, 0); leader != -1 || epoch != -1 || err != nil {
+				p.loaded[topic] = true
+				break
+			}
+			if tick == nil {
+				tick = time.NewTicker(100 * time.Microsecond)
+				defer tick.Stop()
+			}
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return fmt.Errorf("ending transaction %s: the Kafka client has not loaded the partitions of topic %q it produced to: %w", p.txnID, topic, ctx.Err())
+			}
+		}
+	}
+	t.unloaded = nil
+	return nil
 }
 
 // promise returns the delivery callback of records of transaction t, group
@@ -748,6 +802,10 @@ func (p *Producer) Commit(ctx context.Context) (Committed, error) {
 	}
 	if p.eos {
 		ectx, cancel := p.detached(ctx)
+		if err := p.awaitPartitions(ectx, t); err != nil {
+			cancel()
+			return Committed{}, p.abort(ctx, "not_attempted", err)
+		}
 		err := p.cl.EndTransaction(ectx, kgo.TryCommit)
 		cancel()
 		switch {
@@ -830,6 +888,14 @@ func (p *Producer) abort(ctx context.Context, reason string, cause error) error 
 	}
 	var endErr error
 	if p.eos {
+		// Bounded short: a topic whose records all failed before
+		// franz-go loaded its metadata may never be published, and
+		// an acknowledged record's topic is published at once.
+		wctx, wcancel := context.WithTimeout(actx, time.Second)
+		if err := p.awaitPartitions(wctx, t); err != nil {
+			p.log.Info("aborting the transaction regardless", "err", err)
+		}
+		wcancel()
 		endErr = p.cl.EndTransaction(actx, kgo.TryAbort)
 	}
 	fenced := isFenced(cause) || isFenced(recErr) || isFenced(endErr)
