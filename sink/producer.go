@@ -471,7 +471,7 @@ func (p *Producer) Begin() error {
 // A non-nil error means the transaction cannot commit (an earlier record
 // failed, ctx ended during the call, the record was refused, or no
 // transaction is open): the caller stops with records it meant for the
-// transaction left out, so the transaction is marked failed (Stats.Failed)
+// transaction left out, so the transaction is marked failed (TxnStats.Failed)
 // and Commit aborts it and returns the classified error; or call Abort.
 func (p *Producer) Produce(ctx context.Context, rec Record) error {
 	handed := false
