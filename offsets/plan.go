@@ -96,7 +96,7 @@ func (s *RedisStore) ClaimPlan(ctx context.Context, p BackfillPlan) (BackfillPla
 		return BackfillPlan{}, fmt.Errorf("offsets: encoding the backfill plan of stream %q: %w", p.Stream, err)
 	}
 	key := s.PlanKey(p.Stream)
-	ok, err := s.client.SetNX(ctx, key, b, 0).Result()
+	ok, err := await(ctx, func() (bool, error) { return s.client.SetNX(ctx, key, b, 0).Result() })
 	if err != nil {
 		return BackfillPlan{}, fmt.Errorf("offsets: storing the backfill plan at redis key %s: %w", key, s.classify(err))
 	}
@@ -112,7 +112,7 @@ func (s *RedisStore) Plan(ctx context.Context, stream string) (BackfillPlan, err
 		return BackfillPlan{}, err
 	}
 	key := s.PlanKey(stream)
-	b, err := s.client.Get(ctx, key).Bytes()
+	b, err := await(ctx, func() ([]byte, error) { return s.client.Get(ctx, key).Bytes() })
 	if errors.Is(err, redis.Nil) {
 		return BackfillPlan{}, fmt.Errorf("%w: redis key %s does not exist", ErrNotFound, key)
 	}
@@ -135,7 +135,7 @@ func (s *RedisStore) Plan(ctx context.Context, stream string) (BackfillPlan, err
 // DropPlan deletes the stream's plan.
 func (s *RedisStore) DropPlan(ctx context.Context, stream string) error {
 	key := s.PlanKey(stream)
-	if err := s.client.Del(ctx, key).Err(); err != nil {
+	if _, err := await(ctx, func() (int64, error) { return s.client.Del(ctx, key).Result() }); err != nil {
 		return fmt.Errorf("offsets: deleting the backfill plan at redis key %s: %w", key, s.classify(err))
 	}
 	return nil

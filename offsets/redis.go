@@ -238,12 +238,46 @@ func NewRedisStore(ctx context.Context, cfg RedisConfig, log *slog.Logger) (*Red
 // *RedisAccessError (see classifyRedisError).
 func (s *RedisStore) classify(err error) error { return classifyRedisError(s.cfg, err) }
 
+// await runs call, one command, and returns its result, or ctx's error as
+// soon as ctx ends. go-redis bounds a command in flight by read_timeout and
+// write_timeout (and ctx's deadline), but not by ctx's cancellation: a
+// stream told to stop while Redis is slow to answer (an fsync of
+// appendfsync always on a busy disk) would otherwise wait it out. A command
+// left behind finishes or times out on its own and returns its connection to
+// the pool; a commit left so has an unknown outcome, like one whose reply was
+// lost, which the next start reconciles with the control topic.
+func await[T any](ctx context.Context, call func() (T, error)) (T, error) {
+	if ctx.Done() == nil {
+		return call()
+	}
+	if err := ctx.Err(); err != nil {
+		var zero T
+		return zero, err
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := call()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
 // Close closes the connection pool.
 func (s *RedisStore) Close() error { return s.client.Close() }
 
 // Ping sends PING: nil when Redis answers within ctx.
 func (s *RedisStore) Ping(ctx context.Context) error {
-	if err := s.client.Ping(ctx).Err(); err != nil {
+	if _, err := await(ctx, func() (string, error) { return s.client.Ping(ctx).Result() }); err != nil {
 		return fmt.Errorf("redis at %s: %w", s.client.Options().Addr, s.classify(err))
 	}
 	return nil
@@ -285,7 +319,7 @@ func (s *RedisStore) CheckDurability(ctx context.Context) (Durability, error) {
 		name string
 		dst  *string
 	}{{"appendonly", &d.AppendOnly}, {"appendfsync", &d.AppendFsync}} {
-		m, err := s.client.ConfigGet(ctx, p.name).Result()
+		m, err := await(ctx, func() (map[string]string, error) { return s.client.ConfigGet(ctx, p.name).Result() })
 		if err != nil {
 			return Durability{}, fmt.Errorf("offsets: reading redis CONFIG %s: %w", p.name, s.classify(err))
 		}
@@ -325,7 +359,7 @@ func (s *RedisStore) Load(ctx context.Context, stream string) (Checkpoint, error
 		return Checkpoint{}, err
 	}
 	key := s.CheckpointKey(stream)
-	vals, err := s.client.HMGet(ctx, key, "version", "data").Result()
+	vals, err := await(ctx, func() ([]any, error) { return s.client.HMGet(ctx, key, "version", "data").Result() })
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("offsets: loading checkpoint from redis key %s: %w", key, s.classify(err))
 	}
@@ -355,7 +389,9 @@ func (s *RedisStore) Commit(ctx context.Context, cp Checkpoint) error {
 	}
 	key := s.CheckpointKey(cp.Stream)
 	expected := strconv.FormatUint(cp.Version-1, 10)
-	res, err := s.commit.Run(ctx, s.client, []string{key}, expected, strconv.FormatUint(cp.Version, 10), b).Slice()
+	res, err := await(ctx, func() ([]any, error) {
+		return s.commit.Run(ctx, s.client, []string{key}, expected, strconv.FormatUint(cp.Version, 10), b).Slice()
+	})
 	if err != nil {
 		return fmt.Errorf("offsets: committing checkpoint version %d of stream %q to redis key %s: %w", cp.Version, cp.Stream, key, s.classify(err))
 	}
@@ -393,8 +429,10 @@ func (s *RedisStore) SavePartition(ctx context.Context, p Partition) error {
 		return err
 	}
 	key := s.PartitionsKey(p.Stream)
-	res, err := s.partition.Run(ctx, s.client, []string{key, s.progressKey(p.Stream)},
-		p.Key(), strconv.FormatUint(p.progress(), 10), b).Slice()
+	res, err := await(ctx, func() ([]any, error) {
+		return s.partition.Run(ctx, s.client, []string{key, s.progressKey(p.Stream)},
+			p.Key(), strconv.FormatUint(p.progress(), 10), b).Slice()
+	})
 	if err != nil {
 		return fmt.Errorf("offsets: saving backfill partition %s of stream %q to redis key %s: %w", p.Key(), p.Stream, key, s.classify(err))
 	}
@@ -419,7 +457,7 @@ func (s *RedisStore) Partitions(ctx context.Context, stream string) ([]Partition
 		return nil, err
 	}
 	key := s.PartitionsKey(stream)
-	m, err := s.client.HGetAll(ctx, key).Result()
+	m, err := await(ctx, func() (map[string]string, error) { return s.client.HGetAll(ctx, key).Result() })
 	if err != nil {
 		return nil, fmt.Errorf("offsets: loading backfill partitions from redis key %s: %w", key, s.classify(err))
 	}

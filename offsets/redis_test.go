@@ -1,6 +1,7 @@
 package offsets
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -266,4 +267,51 @@ func TestIntegrationRedisKill9MidStream(t *testing.T) {
 		assert.Equal(t, testCheckpoint("mid", got.Version, 4), got)
 		next = got.Version + 1
 	}
+}
+
+// TestIntegrationRedisStalledServerHonoursCancel: with redis-server stopped
+// (SIGSTOP: its connections stay open and nothing answers, as a server
+// stalled on a slow disk), a load and a commit return ctx's error once ctx is
+// canceled, not at read_timeout; after the server resumes, the commit left
+// behind has either landed or not, and the next commit of the following
+// version (or of the same one again) is decided by the compare-and-set.
+func TestIntegrationRedisStalledServerHonoursCancel(t *testing.T) {
+	srv := testenv.StartRedisServer(t)
+	ctx := t.Context()
+	// A read_timeout far beyond the test's guard: only the cancel can end
+	// the calls in time.
+	s, err := NewRedisStore(ctx, RedisConfig{Addr: srv.Addr(), DialTimeout: time.Second, ReadTimeout: time.Hour,
+		WriteTimeout: time.Hour}, testLogger(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	require.NoError(t, s.Commit(ctx, testCheckpoint("stall", 1, 2)))
+
+	resume := srv.Pause()
+	calls := map[string]func(context.Context) error{
+		"load": func(ctx context.Context) error { _, err := s.Load(ctx, "stall"); return err },
+		"commit": func(ctx context.Context) error {
+			return s.Commit(ctx, testCheckpoint("stall", 2, 3))
+		},
+	}
+	for name, call := range calls {
+		cctx, cancel := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		go func() { errc <- call(cctx) }()
+		time.Sleep(200 * time.Millisecond) // the command is written and waits for its reply
+		cancel()
+		select {
+		case err := <-errc:
+			assert.ErrorIs(t, err, context.Canceled, name)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s did not return after its context was canceled (redis-server stalled, read_timeout 1h)", name)
+		}
+	}
+	resume()
+	got, err := s.Load(ctx, "stall")
+	require.NoError(t, err)
+	require.Contains(t, []uint64{1, 2}, got.Version, "the abandoned commit landed or not")
+	require.NoError(t, s.Commit(ctx, testCheckpoint("stall", got.Version+1, 4)))
+	got2, err := s.Load(ctx, "stall")
+	require.NoError(t, err)
+	assert.Equal(t, testCheckpoint("stall", got.Version+1, 4), got2)
 }

@@ -387,8 +387,9 @@ func (m *Member) release(ids []string, bound time.Duration, why string, cause er
 		for _, o := range running {
 			doing[o.id] = m.d.Health(o.id).Calls()
 		}
+		stuck := slices.Sorted(maps.Keys(doing))
 		m.log.Warn("a released stream did not stop within the bound; rejoining anyway: its new owner fences it",
-			"streams", slices.Sorted(maps.Keys(doing)), "bound", bound, "in_flight", doing)
+			"streams", stuck, "bound", bound, "in_flight", doing, "stacks", streamStacks(stuck))
 	}
 	for _, id := range ids {
 		m.d.Health(id).Standby(m.standbyReason())
@@ -436,7 +437,7 @@ func (m *Member) startLocked(id string) {
 	m.d.Health(id).Starting("this member took it over")
 	go func() {
 		defer close(o.done)
-		m.runStream(ctx, id, o)
+		withStreamLabel(ctx, id, func(ctx context.Context) { m.runStream(ctx, id, o) })
 	}()
 }
 

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -54,6 +56,7 @@ func TestReleaseNamesWhatAStuckStreamDoes(t *testing.T) {
 			Msg      string
 			Streams  []string
 			InFlight map[string][]string `json:"in_flight"`
+			Stacks   map[string][]string
 		}
 		for l := range strings.Lines(buf.String()) {
 			if strings.Contains(l, "did not stop within the bound") {
@@ -62,6 +65,12 @@ func TestReleaseNamesWhatAStuckStreamDoes(t *testing.T) {
 		}
 		assert.Equal(t, []string{"stuck"}, warn.Streams, buf.String())
 		assert.Equal(t, map[string][]string{"stuck": {"kafka: flushing for 2.1s"}}, warn.InFlight)
+		// Where it waits: the stack of the stuck stream's goroutine, which
+		// carries its pprof label, and no other stream's.
+		assert.Equal(t, []string{"stuck"}, slices.Collect(maps.Keys(warn.Stacks)))
+		require.Len(t, warn.Stacks["stuck"], 1, warn.Stacks)
+		assert.Regexp(t, `^1 goroutine: .*TestReleaseNamesWhatAStuckStreamDoes.*\(member_test\.go:\d+\) < .*runStream \(member\.go:\d+\)`,
+			warn.Stacks["stuck"][0])
 		close(unblock)
 		synctest.Wait()
 

@@ -60,10 +60,14 @@ func (e *SchemaChangeError) Unwrap() error { return e.Err }
 // recoverCheckpoint reconciles the stream's checkpoint with Kafka, letting a
 // changed fingerprint through when the stream evolves its schema.
 func (r *Stream) recoverCheckpoint(ctx context.Context) (offsets.Decision, error) {
+	// Each step is tracked: the stream's health (and a cluster member's
+	// warning about a stream that does not stop) names the one that waits.
+	store := trackedStore{Store: r.deps.Store, h: r.deps.Health}
+	control := trackedControl{c: r.control(), h: r.deps.Health}
 	if !r.cfg.SchemaEvolution.Accepts() {
-		return offsets.Recover(ctx, r.deps.Store, r.control(), r.cfg.ID, r.fingerprint, r.deps.Now())
+		return offsets.Recover(ctx, store, control, r.cfg.ID, r.fingerprint, r.deps.Now())
 	}
-	d, err := offsets.RecoverEvolving(ctx, r.deps.Store, r.control(), r.cfg.ID, r.fingerprint, r.deps.Now())
+	d, err := offsets.RecoverEvolving(ctx, store, control, r.cfg.ID, r.fingerprint, r.deps.Now())
 	if err == nil && d.Changed != "" {
 		r.log.Info("the stream's SQL or schema changed under its id: the value subject's registered versions decide whether it goes on",
 			"schema_evolution", string(r.cfg.SchemaEvolution), "recorded_fingerprint", d.Changed, "fingerprint", r.fingerprint)
@@ -200,4 +204,36 @@ func (r *Stream) schemaMoved(ctx context.Context, err error) error {
 	// Not %w: the encoder's error is permanent, this one is not.
 	return fmt.Errorf("stream %s: Amp's result schema changed under the running stream (%s): restarting to register the new schema under schema_evolution %s",
 		r.cfg.ID, err.Error(), r.cfg.SchemaEvolution)
+}
+
+// trackedStore is a checkpoint store whose calls are tracked in the
+// stream's health while they run.
+type trackedStore struct {
+	offsets.Store
+	h Health
+}
+
+// Load tracks the store's Load.
+func (s trackedStore) Load(ctx context.Context, stream string) (offsets.Checkpoint, error) {
+	defer s.h.Track("checkpoint store: reading the checkpoint")()
+	return s.Store.Load(ctx, stream)
+}
+
+// Commit tracks the store's Commit.
+func (s trackedStore) Commit(ctx context.Context, cp offsets.Checkpoint) error {
+	defer s.h.Track("checkpoint store: writing the checkpoint rebuilt from the control topic")()
+	return s.Store.Commit(ctx, cp)
+}
+
+// trackedControl is the control topic's reader whose reads are tracked in
+// the stream's health while they run.
+type trackedControl struct {
+	c *offsets.Control
+	h Health
+}
+
+// NewestState tracks the control topic's NewestState.
+func (c trackedControl) NewestState(ctx context.Context, stream string, from int64) (*offsets.ControlState, error) {
+	defer c.h.Track("kafka: reading the control topic (after every transaction open on it ends)")()
+	return c.c.NewestState(ctx, stream, from)
 }

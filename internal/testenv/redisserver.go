@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -122,6 +124,24 @@ func (s *RedisServer) Kill9() {
 	if s.p != nil {
 		s.p.Kill9()
 	}
+}
+
+// Pause stops the server with SIGSTOP until the returned resume is called
+// (or the test ends): its connections stay open and commands get no answer,
+// as from a server stalled on a slow disk.
+func (s *RedisServer) Pause() (resume func()) {
+	s.t.Helper()
+	if s.p == nil {
+		s.t.Fatal("pausing redis-server: it is not running")
+	}
+	pid := s.p.Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		s.t.Fatalf("pausing redis-server: %v", err)
+	}
+	var once sync.Once
+	resume = func() { once.Do(func() { _ = syscall.Kill(pid, syscall.SIGCONT) }) }
+	s.t.Cleanup(resume)
+	return resume
 }
 
 // Restart starts the server again on the same port and data directory (after
