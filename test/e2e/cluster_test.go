@@ -534,6 +534,17 @@ func (c *clusterRun) pause(rng *rand.Rand) {
 	if d := 8*time.Second - time.Since(t0); d > 0 {
 		time.Sleep(d)
 	}
+	// The new owners' first commits may hold no rows of a stream (a block
+	// may have none for its topic): wait until each paused stream's topic
+	// has a record committed past the stop, which checkPausedFenced needs.
+	c.waitFor(fmt.Sprintf("member %d's streams commit records on their new owners", mb.n), 60*time.Second, func() bool {
+		for _, id := range c.pausedOwned {
+			if !c.committedSince(c.topic(id), c.pausedAt[c.topic(id)]) {
+				return false
+			}
+		}
+		return true
+	})
 	c.resumedAt = c.highWatermarks(c.pausedOwned)
 	paused := time.Since(t0)
 	require.NoError(c.t, syscall.Kill(mb.p.Pid(), syscall.SIGCONT))
@@ -595,6 +606,24 @@ func (c *clusterRun) highWatermarks(streams []string) map[string]map[int32]int64
 		out[o.Topic][o.Partition] = o.Offset
 	})
 	return out
+}
+
+// committedSince reports whether a record of topic was committed at or
+// after the offsets from of its partitions.
+func (c *clusterRun) committedSince(topic string, from map[int32]int64) bool {
+	c.t.Helper()
+	offsets := map[int32]kgo.Offset{}
+	for p, o := range from {
+		offsets[p] = kgo.NewOffset().At(o)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.s.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+	require.NoError(c.t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	fs := cl.PollFetches(ctx)
+	return fs.NumRecords() > 0
 }
 
 // checkPausedFenced reads the paused owner's data topics, all records
