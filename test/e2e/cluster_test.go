@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -537,14 +538,7 @@ func (c *clusterRun) pause(rng *rand.Rand) {
 	// The new owners' first commits may hold no rows of a stream (a block
 	// may have none for its topic): wait until each paused stream's topic
 	// has a record committed past the stop, which checkPausedFenced needs.
-	c.waitFor(fmt.Sprintf("member %d's streams commit records on their new owners", mb.n), 60*time.Second, func() bool {
-		for _, id := range c.pausedOwned {
-			if !c.committedSince(c.topic(id), c.pausedAt[c.topic(id)]) {
-				return false
-			}
-		}
-		return true
-	})
+	c.waitCommittedSince(mb.n, 2*time.Minute)
 	c.resumedAt = c.highWatermarks(c.pausedOwned)
 	paused := time.Since(t0)
 	require.NoError(c.t, syscall.Kill(mb.p.Pid(), syscall.SIGCONT))
@@ -608,22 +602,93 @@ func (c *clusterRun) highWatermarks(streams []string) map[string]map[int32]int64
 	return out
 }
 
-// committedSince reports whether a record of topic was committed at or
-// after the offsets from of its partitions.
-func (c *clusterRun) committedSince(topic string, from map[int32]int64) bool {
+// waitCommittedSince waits until a record is committed past the high
+// watermark at the stop (pausedAt) on every paused stream's topic, reading
+// them read_committed from there with one client.
+func (c *clusterRun) waitCommittedSince(member int, timeout time.Duration) {
 	c.t.Helper()
-	offsets := map[int32]kgo.Offset{}
-	for p, o := range from {
-		offsets[p] = kgo.NewOffset().At(o)
+	from := map[string]map[int32]kgo.Offset{}
+	waiting := map[string]bool{}
+	for _, id := range c.pausedOwned {
+		tp := c.topic(id)
+		waiting[tp] = true
+		from[tp] = map[int32]kgo.Offset{}
+		for p, o := range c.pausedAt[tp] {
+			from[tp][p] = kgo.NewOffset().At(o)
+		}
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.s.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+		kgo.ConsumePartitions(from))
 	require.NoError(c.t, err)
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	for deadline := time.Now().Add(timeout); len(waiting) > 0; {
+		for _, mb := range c.live() {
+			require.False(c.t, mb.p.Exited(), "member %d exited while the paused member's streams moved: %v; log tail:\n%s",
+				mb.n, mb.p.Err(), mb.p.Tail(40))
+		}
+		if time.Now().After(deadline) {
+			var held []string
+			for _, tp := range slices.Sorted(maps.Keys(waiting)) {
+				held = append(held, c.describeTopic(tp))
+			}
+			c.t.Fatalf("not within %s: member %d's streams %v commit records on their new owners past the high watermarks at "+
+				"the stop %v; nothing yet on %s; owners %v; committed %v", timeout, member, c.pausedOwned, c.pausedAt,
+				strings.Join(held, "; "), c.owners(), c.ctl.counts())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { delete(waiting, r.Topic) })
+		cancel()
+	}
+}
+
+// describeTopic says, for a topic whose readers wait, each partition's last
+// stable offset and high watermark and the transactions open on it
+// (producer id, epoch, start offset, transactional id).
+func (c *clusterRun) describeTopic(topic string) string {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.s.Brokers...))
+	if err != nil {
+		return err.Error()
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	fs := cl.PollFetches(ctx)
-	return fs.NumRecords() > 0
+	lso, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Sprintf("%s: %v", topic, err)
+	}
+	hwm, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Sprintf("%s: %v", topic, err)
+	}
+	set := kadm.TopicsSet{}
+	for p := range lso[topic] {
+		set.Add(topic, p)
+	}
+	prods, err := adm.DescribeProducers(ctx, set)
+	if err != nil {
+		return fmt.Sprintf("%s: %v", topic, err)
+	}
+	ids := map[int64]string{}
+	if txns, err := adm.ListTransactions(ctx, nil, nil); err == nil {
+		for _, t := range txns.Sorted() {
+			ids[t.ProducerID] = t.TxnID
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s:", topic)
+	for _, p := range slices.Sorted(maps.Keys(lso[topic])) {
+		h, _ := hwm.Lookup(topic, p)
+		fmt.Fprintf(&b, " partition %d last stable %d high watermark %d", p, lso[topic][p].Offset, h.Offset)
+		for _, dp := range prods[topic].Partitions[p].ActiveProducers.Sorted() {
+			if dp.CurrentTxnStartOffset >= 0 {
+				fmt.Fprintf(&b, ", open transaction of producer %d epoch %d (%q) from offset %d", dp.ProducerID, dp.ProducerEpoch,
+					ids[dp.ProducerID], dp.CurrentTxnStartOffset)
+			}
+		}
+		b.WriteString(";")
+	}
+	return b.String()
 }
 
 // checkPausedFenced reads the paused owner's data topics, all records
