@@ -25,9 +25,9 @@ const stackFrames = 12
 // streamStacks returns, for each stream of ids, the stacks of its
 // goroutines now: each as "N goroutine(s): fn (file:line) < caller
 // (file:line) < ...", innermost first, runtime frames left out, functions
-// named by package name. It reads the
-// goroutine profile, which stops the world briefly: for the rare stream
-// that does not stop when told to, whose stacks say where it waits.
+// named by their package's name. It reads the goroutine profile, which
+// stops the world briefly: it is for the rare stream that does not stop
+// when told to, whose stacks say where it waits.
 func streamStacks(ids []string) map[string][]string {
 	var buf bytes.Buffer
 	if err := pprof.Lookup("goroutine").WriteTo(&buf, 1); err != nil {
