@@ -156,7 +156,9 @@ return {1, ''}
 
 // RedisStore is the production Store: one hash per stream holding the
 // encoded checkpoint and its version, written by one Lua compare-and-set per
-// commit. It is safe for concurrent use.
+// commit. It is safe for concurrent use. Every method returns as soon as its
+// context ends, leaving a command in flight to finish on its own: a Commit
+// canceled so may still land (see await).
 type RedisStore struct {
 	client    *redis.Client
 	prefix    string
