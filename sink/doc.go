@@ -98,8 +98,8 @@
 // them. ControlBounds returns the control topic's log start and last stable
 // offset, after waiting for transactions that were open at the call to end;
 // ScanControl streams a range of it to a callback one fetch response at a
-// time, so its memory is bounded by Config.FetchMaxBytes however long the
-// topic is (ReadControl, which holds a whole range, is for tests). Each read
+// time, each at most 1 MiB, so its memory is bounded however long the
+// topic is, and a stop is seen between responses (ReadControl, which holds a whole range, is for tests). Each read
 // is bounded by ctx and Config.ReadTimeout. The offsets package decides what
 // the records mean and which ranges to read.
 //

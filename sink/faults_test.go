@@ -3,6 +3,7 @@ package sink
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -408,6 +409,45 @@ func TestScanControlChunks(t *testing.T) {
 	stop := errors.New("stop")
 	err = r.ScanControl(ctx, "control", 0, b.End, func([]ReadRecord) error { return stop })
 	assert.Same(t, stop, err)
+}
+
+// TestScanControlSmallResponses: a control-topic scan fetches at most
+// controlFetchBytes per response whatever fetch_max_bytes says, so that it
+// looks at ctx between responses (a stream told to stop does not first
+// decompress and decode up to 16 MiB of watermark events).
+func TestScanControlSmallResponses(t *testing.T) {
+	_, cfg := newCluster(t)
+	require.Greater(t, cfg.FetchMaxBytes, int32(4*controlFetchBytes), "the default fetch_max_bytes")
+	a := newAdmin(t, cfg)
+	ctx := testCtx(t)
+	_, err := a.EnsureTopics(ctx, TopicSpec{Name: "control", Kind: TopicControl, ReplicationFactor: 1})
+	require.NoError(t, err)
+	p := newProducer(t, cfg, "scan", Deps{})
+	r := newReader(t, cfg)
+	value := make([]byte, 200<<10)
+	_, _ = rand.Read(value) // incompressible: the cap is on compressed bytes
+	const txns = 20         // 4 MB of values
+	for range txns {
+		require.NoError(t, p.Begin())
+		require.NoError(t, p.Produce(ctx, Record{Topic: "control", Key: []byte("s"), Value: value}))
+		_, err := p.Commit(ctx)
+		require.NoError(t, err)
+	}
+	b, err := r.ControlBounds(ctx, "control")
+	require.NoError(t, err)
+	var records, responses, largest int
+	require.NoError(t, r.ScanControl(ctx, "control", 0, b.End, func(recs []ReadRecord) error {
+		responses++
+		n := 0
+		for _, rec := range recs {
+			n += len(rec.Value)
+		}
+		records, largest = records+len(recs), max(largest, n)
+		return nil
+	}))
+	assert.Equal(t, txns, records)
+	assert.LessOrEqual(t, largest, controlFetchBytes+len(value), "one response holds at most controlFetchBytes and one more batch")
+	assert.GreaterOrEqual(t, responses, 4)
 }
 
 // TestInvalidEpochAfterTransactionTimeout: INVALID_PRODUCER_EPOCH means

@@ -48,7 +48,7 @@ func BenchmarkReadBack(b *testing.B) {
 	require.NoError(b, err)
 	var rp *kmsg.FetchResponseTopicPartition
 	require.Eventually(b, func() bool {
-		rp, err = r.fetchOnce(ctx, m.leaders[0], "data", m.id, 0, 0, until)
+		rp, err = r.fetchOnce(ctx, m.leaders[0], "data", m.id, 0, 0, until, r.cfg.FetchMaxBytes)
 		return err == nil && rp.LastStableOffset >= until
 	}, 10*time.Second, 5*time.Millisecond)
 	raw := rp.RecordBatches

@@ -454,7 +454,7 @@ func (r *Reader) readStable(ctx context.Context, topic string, partition int32, 
 	if !known || leader < 0 {
 		return nil, 0, 0, false
 	}
-	rp, err := r.fetchOnce(ctx, leader, topic, m.id, partition, from, until)
+	rp, err := r.fetchOnce(ctx, leader, topic, m.id, partition, from, until, r.cfg.FetchMaxBytes)
 	if err != nil || rp.ErrorCode != 0 || rp.LogStartOffset < 0 || rp.LogStartOffset > from ||
 		rp.HighWatermark < until || rp.LastStableOffset < until {
 		return nil, 0, 0, false
@@ -466,7 +466,7 @@ func (r *Reader) readStable(ctx context.Context, topic string, partition int32, 
 	if next < until {
 		// The response stopped short (fetch_max_bytes): the rest is
 		// stable too.
-		if err := r.fetchEach(ctx, topic, partition, next, until, 0, func(chunk []ReadRecord) error {
+		if err := r.fetchEach(ctx, topic, partition, next, until, 0, r.cfg.FetchMaxBytes, func(chunk []ReadRecord) error {
 			recs = append(recs, chunk...)
 			return nil
 		}); err != nil {
@@ -512,8 +512,9 @@ func (r *Reader) ControlBounds(ctx context.Context, topic string) (ControlBounds
 // ScanControl reads the committed records of partition 0 of the control
 // topic at offsets from <= offset < until (until at most the End of a
 // ControlBounds) and hands them to fn in offset order, one fetch response
-// at a time, without keeping them: its memory is bounded by
-// Config.FetchMaxBytes however long the range is, and fn must not retain
+// at a time, without keeping them: each response is at most 1 MiB
+// (controlFetchBytes, or Config.FetchMaxBytes if smaller) however long the
+// range is, and ctx is looked at between responses; fn must not retain
 // the slice (the records' Key and Value may be kept). Each fetch is
 // bounded by Config.ReadTimeout, the whole scan by ctx. An error of fn
 // stops the scan and is returned as is. Offsets below the log start give a
@@ -523,7 +524,7 @@ func (r *Reader) ScanControl(ctx context.Context, topic string, from, until int6
 	if from >= until {
 		return nil
 	}
-	err := r.fetchEach(ctx, topic, partition, from, until, r.cfg.ReadTimeout, fn)
+	err := r.fetchEach(ctx, topic, partition, from, until, r.cfg.ReadTimeout, min(r.cfg.FetchMaxBytes, controlFetchBytes), fn)
 	if err != nil {
 		var fnErr callbackError
 		if errors.As(err, &fnErr) {
@@ -533,6 +534,13 @@ func (r *Reader) ScanControl(ctx context.Context, topic string, from, until int6
 	}
 	return nil
 }
+
+// controlFetchBytes caps one fetch response of a control-topic scan: its
+// records are decompressed and decoded a whole response at a time, without
+// a look at ctx, so a stream told to stop (a cluster member's lost stream)
+// finishes the response first; at the default fetch_max_bytes (16 MiB of
+// compressed watermark events) that took seconds on a loaded machine.
+const controlFetchBytes = 1 << 20
 
 // callbackError carries the error of a fetchEach callback out unchanged.
 type callbackError struct{ err error }
@@ -576,7 +584,7 @@ func (r *Reader) ReadControl(ctx context.Context, topic string, from int64) (Con
 // one partition; until must not exceed the last stable offset.
 func (r *Reader) fetchRange(ctx context.Context, topic string, partition int32, from, until int64) ([]ReadRecord, error) {
 	var out []ReadRecord
-	err := r.fetchEach(ctx, topic, partition, from, until, 0, func(recs []ReadRecord) error {
+	err := r.fetchEach(ctx, topic, partition, from, until, 0, r.cfg.FetchMaxBytes, func(recs []ReadRecord) error {
 		out = append(out, recs...)
 		return nil
 	})
@@ -589,10 +597,11 @@ func (r *Reader) fetchRange(ctx context.Context, topic string, partition int32, 
 // fetchEach fetches the committed records with from <= offset < until of
 // one partition (until must not exceed the last stable offset) and hands
 // the records of each fetch response to fn, in offset order; it keeps
-// none. Each fetch is bounded by timeout when it is positive. An error of
-// fn stops it and is returned wrapped in a callbackError.
+// none. Each fetch is bounded by timeout when it is positive, and its
+// response by maxBytes (the broker returns at least one record batch).
+// An error of fn stops it and is returned wrapped in a callbackError.
 func (r *Reader) fetchEach(ctx context.Context, topic string, partition int32, from, until int64, timeout time.Duration,
-	fn func([]ReadRecord) error) error {
+	maxBytes int32, fn func([]ReadRecord) error) error {
 	var (
 		next   = from
 		leader = int32(-1)
@@ -620,7 +629,7 @@ func (r *Reader) fetchEach(ctx context.Context, topic string, partition int32, f
 		if timeout > 0 {
 			fctx, cancel = context.WithTimeout(ctx, timeout)
 		}
-		rp, err := r.fetchOnce(fctx, leader, topic, id, partition, next, until)
+		rp, err := r.fetchOnce(fctx, leader, topic, id, partition, next, until, maxBytes)
 		cancel()
 		if err != nil {
 			return err
@@ -751,12 +760,13 @@ func batchesBefore(b []byte, until int64) []byte {
 	return b
 }
 
-func (r *Reader) fetchOnce(ctx context.Context, leader int32, topic string, id [16]byte, partition int32, offset, until int64) (*kmsg.FetchResponseTopicPartition, error) {
+func (r *Reader) fetchOnce(ctx context.Context, leader int32, topic string, id [16]byte, partition int32, offset, until int64,
+	maxBytes int32) (*kmsg.FetchResponseTopicPartition, error) {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.MaxWaitMillis = 200
 	req.MinBytes = 1
-	req.MaxBytes = r.cfg.FetchMaxBytes
+	req.MaxBytes = maxBytes
 	req.IsolationLevel = 1 // read_committed
 	req.SessionEpoch = -1  // no fetch session
 	rt := kmsg.NewFetchRequestTopic()
@@ -768,7 +778,7 @@ func (r *Reader) fetchOnce(ctx context.Context, leader int32, topic string, id [
 	rpart.CurrentLeaderEpoch = -1
 	rpart.LastFetchedEpoch = -1
 	rpart.LogStartOffset = -1
-	rpart.PartitionMaxBytes = r.cfg.FetchMaxBytes
+	rpart.PartitionMaxBytes = maxBytes
 	rt.Partitions = append(rt.Partitions, rpart)
 	req.Topics = append(req.Topics, rt)
 

@@ -121,7 +121,7 @@ func logBatches(t *testing.T, r *Reader, topic string, until int64) []logBatch {
 	require.NoError(t, err)
 	var out []logBatch
 	for next := int64(0); next < until; {
-		rp, err := r.fetchOnce(testCtx(t), m.leaders[0], topic, m.id, 0, next, until)
+		rp, err := r.fetchOnce(testCtx(t), m.leaders[0], topic, m.id, 0, next, until, r.cfg.FetchMaxBytes)
 		require.NoError(t, err)
 		require.Zero(t, rp.ErrorCode)
 		b := rp.RecordBatches
