@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -547,4 +548,83 @@ func TestAbandonLeavesTheTransactionToTheNextOwner(t *testing.T) {
 	next := newProducer(t, cfg, "s", Deps{})
 	_ = produceBatches(t, next, topic, 2, "next")
 	assert.Equal(t, []string{"next-row-0", "next-row-1"}, values(consumeCommitted(t, cfg, topic)))
+}
+
+// stallingDecompressor decompresses as dec does, after it is let go:
+// each call says it started on entered and waits for release.
+type stallingDecompressor struct {
+	dec     kgo.Decompressor
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s stallingDecompressor) Decompress(src []byte, codec kgo.CompressionCodecType) ([]byte, error) {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	<-s.release
+	return s.dec.Decompress(src, codec)
+}
+
+// TestReadReturnsMidDecode: a read whose context ends while a response is
+// being decompressed and decoded (franz-go looks at no context there; a
+// 16 MiB response took seconds on a loaded machine) returns at once with
+// the context's error, for a read-back (ReadSpans) and a control-topic
+// scan; the decode left behind finishes on its own, and the reader serves
+// the next read.
+func TestReadReturnsMidDecode(t *testing.T) {
+	_, cfg := newCluster(t)
+	cfg.Compression = CompressionLZ4
+	a := newAdmin(t, cfg)
+	ctx := testCtx(t)
+	_, err := a.EnsureTopics(ctx, TopicSpec{Name: "control", Kind: TopicControl, ReplicationFactor: 1})
+	require.NoError(t, err)
+	createTopic(t, cfg, "data", 1)
+	p := newProducer(t, cfg, "mid", Deps{})
+	require.NoError(t, p.Begin())
+	for i := range 100 {
+		require.NoError(t, p.Produce(ctx, Record{Topic: "data", Key: fmt.Appendf(nil, "k%d", i), Value: []byte("value value value"), Group: "g"}))
+		require.NoError(t, p.Produce(ctx, Record{Topic: "control", Key: []byte("s"), Value: []byte("event event event")}))
+	}
+	res, err := p.Commit(ctx)
+	require.NoError(t, err)
+	g, ok := res.Group("g")
+	require.True(t, ok)
+	r := newReader(t, cfg)
+	b, err := r.ControlBounds(ctx, "control")
+	require.NoError(t, err)
+
+	reads := map[string]func(context.Context) error{
+		"read-back": func(ctx context.Context) error {
+			_, err := r.ReadSpans(ctx, g.Spans)
+			return err
+		},
+		"control scan": func(ctx context.Context) error {
+			return r.ScanControl(ctx, "control", 0, b.End, func([]ReadRecord) error { return nil })
+		},
+	}
+	for _, name := range []string{"read-back", "control scan"} {
+		read := reads[name]
+		stall := stallingDecompressor{dec: kgo.DefaultDecompressor(), entered: make(chan struct{}, 1), release: make(chan struct{})}
+		r.dec = stall
+		rctx, cancel := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		go func() { errc <- read(rctx) }()
+		select {
+		case <-stall.entered:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the decode never started", name)
+		}
+		cancel()
+		select {
+		case err := <-errc:
+			require.ErrorIs(t, err, context.Canceled, name)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the read did not return while its response was being decoded after its context was canceled", name)
+		}
+		close(stall.release)
+		r.dec = kgo.DefaultDecompressor()
+		require.NoError(t, read(ctx), "%s: the next read", name)
+	}
 }

@@ -459,7 +459,7 @@ func (r *Reader) readStable(ctx context.Context, topic string, partition int32, 
 		rp.HighWatermark < until || rp.LastStableOffset < until {
 		return nil, 0, 0, false
 	}
-	recs, next, err := r.appendDecoded(nil, rp, topic, partition, from, until)
+	recs, next, err := r.decode(ctx, nil, rp, topic, partition, from, until)
 	if err != nil {
 		return nil, 0, 0, false
 	}
@@ -535,11 +535,12 @@ func (r *Reader) ScanControl(ctx context.Context, topic string, from, until int6
 	return nil
 }
 
-// controlFetchBytes caps one fetch response of a control-topic scan: its
-// records are decompressed and decoded a whole response at a time, without
-// a look at ctx, so a stream told to stop (a cluster member's lost stream)
-// finishes the response first; at the default fetch_max_bytes (16 MiB of
-// compressed watermark events) that took seconds on a loaded machine.
+// controlFetchBytes caps one fetch response of a control-topic scan. A
+// scan reads the whole topic's watermark events (every stream's) to keep
+// a few, and a response's decode no longer holds up a stream told to stop
+// (decode), but the cap keeps the decode's memory and CPU per response
+// small at no cost in time (BenchmarkRecoverRedisLess): events are small
+// and the scan's reads stay near the topic's end.
 const controlFetchBytes = 1 << 20
 
 // callbackError carries the error of a fetchEach callback out unchanged.
@@ -608,6 +609,9 @@ func (r *Reader) fetchEach(ctx context.Context, topic string, partition int32, f
 		id     [16]byte
 	)
 	for next < until {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("fetching %s/%d at %d: %w", topic, partition, next, err)
+		}
 		if leader < 0 {
 			m, err := freshMetadata(ctx, r.cl, topic)
 			if err != nil {
@@ -651,7 +655,7 @@ func (r *Reader) fetchEach(ctx context.Context, topic string, partition int32, f
 		default:
 			return r.authError(fmt.Errorf("fetching %s/%d at %d: %w", topic, partition, next, perr), topic)
 		}
-		after, err := r.process(rp, topic, partition, next, until, fn)
+		after, err := r.process(ctx, rp, topic, partition, next, until, fn)
 		if err != nil {
 			return err
 		}
@@ -676,9 +680,9 @@ func (r *Reader) fetchEach(ctx context.Context, topic string, partition int32, f
 // from offset next and hands those below until to fn (in a slice it
 // reuses), and returns the offset to fetch from next. An error of fn is
 // returned wrapped in a callbackError.
-func (r *Reader) process(rp *kmsg.FetchResponseTopicPartition, topic string, partition int32, next, until int64,
+func (r *Reader) process(ctx context.Context, rp *kmsg.FetchResponseTopicPartition, topic string, partition int32, next, until int64,
 	fn func([]ReadRecord) error) (int64, error) {
-	chunk, after, err := r.appendDecoded(r.chunk[:0], rp, topic, partition, next, until)
+	chunk, after, err := r.decode(ctx, r.chunk[:0], rp, topic, partition, next, until)
 	if err != nil {
 		return 0, err
 	}
@@ -689,6 +693,35 @@ func (r *Reader) process(rp *kmsg.FetchResponseTopicPartition, topic string, par
 		}
 	}
 	return after, nil
+}
+
+// decode is appendDecoded run on its own goroutine, returned from when it
+// ends or when ctx does: franz-go decompresses and decodes a response
+// whole without a look at a context, which for a response of up to
+// fetch_max_bytes (16 MiB, lz4) on a loaded machine takes seconds, and a
+// stream told to stop (a cluster member's lost stream) must not wait for
+// that. A decode left so finishes on its own and its records are dropped;
+// the slice it appends to is not reused (recs must not be used after an
+// error).
+func (r *Reader) decode(ctx context.Context, recs []ReadRecord, rp *kmsg.FetchResponseTopicPartition, topic string, partition int32,
+	next, until int64) ([]ReadRecord, int64, error) {
+	type decoded struct {
+		recs  []ReadRecord
+		after int64
+		err   error
+	}
+	done := make(chan decoded, 1)
+	go func() {
+		recs, after, err := r.appendDecoded(recs, rp, topic, partition, next, until)
+		done <- decoded{recs, after, err}
+	}()
+	select {
+	case d := <-done:
+		return d.recs, d.after, d.err
+	case <-ctx.Done():
+		r.chunk = nil // the decode left behind may still append to it
+		return nil, 0, fmt.Errorf("decoding fetch of %s/%d at %d: %w", topic, partition, next, ctx.Err())
+	}
 }
 
 // appendDecoded decodes the records of a fetch response of

@@ -20,7 +20,7 @@ func withStreamLabel(ctx context.Context, id string, fn func(context.Context)) {
 }
 
 // stackFrames bounds the frames shown of one stack.
-const stackFrames = 12
+const stackFrames = 24
 
 // streamStacks returns, for each stream of ids, the stacks of its
 // goroutines now: each as "N goroutine(s): fn (file:line) < caller

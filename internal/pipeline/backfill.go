@@ -305,6 +305,7 @@ func (r *Stream) backfillDone(ctx context.Context) ([]source.BlockSpan, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer r.deps.Health.Track("kafka: reading the backfill's progress from the control topic")()
 	ctl := r.control()
 	b, err := ctl.Bounds(ctx)
 	if err != nil {

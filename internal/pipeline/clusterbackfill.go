@@ -131,6 +131,7 @@ func (r *Stream) scanBackfill(ctx context.Context, from int64, done *spanSet) (i
 			return from, err
 		}
 	}
+	defer r.deps.Health.Track("kafka: reading the backfill's progress from the control topic")()
 	ctl := r.control()
 	b, err := ctl.Bounds(ctx)
 	if err != nil {

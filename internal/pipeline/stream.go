@@ -1167,7 +1167,9 @@ func (r *Stream) retractAll(ctx context.Context, batches []offsets.Batch, cause 
 		if len(spans) > 0 {
 			var err error
 			at := r.deps.Now()
+			done := r.deps.Health.Track(fmt.Sprintf("kafka: reading back %d records to retract them", records))
 			read, err = r.reader.ReadSpans(ctx, spans)
+			done()
 			if errors.Is(err, sink.ErrRecordsMissing) {
 				return r.lostRecords(ctx, fmt.Errorf("reading back batches %s..%s to retract them: %w", chunk[0].ID, chunk[len(chunk)-1].ID, err))
 			}
