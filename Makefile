@@ -163,10 +163,12 @@ bench-go:
 # make bench: the parts go to BENCH_OUT (a part that fails does not stop the others; make
 # bench fails at the end naming it), then TestBenchReport writes BENCHMARKS.md and
 # BENCHMARKS.json at the repository root. Each part records the load average. The
-# end-to-end part warms the broker (a franz-go transactional producer, 45 s; the broker's log is on tmpfs, see test/perf -perf.broker-log-dir), then runs the bridge and then its peers (kcat idempotent and default,
-# franz-go idempotent and transactional, the Python loader's loop) on one fresh broker
+# end-to-end part warms the broker (a franz-go transactional producer, 45 s; the broker's log is on tmpfs, see test/perf -perf.broker-log-dir), then runs the bridge and then its peers (franz-go
+# transactional, kcat idempotent and default, franz-go idempotent, the Python loader's loop, then
+# franz-go transactional again: BENCH_PEERS_AGAIN) on one fresh broker
 # per partition count, then the bridge again (resumed, 15 s + 3 × 30 s) so that its figure, the
-# median of its 6 windows, is not only the broker's first; its defaults (60 s warm-up, 3 × 30 s
+# median of its 6 windows, is not only the broker's first, and the figure of franz-go
+# transactional (issue #13's peer) spans the same stretch of the run; its defaults (60 s warm-up, 3 × 30 s
 # windows, peers 15 s + 3 × 30 s) give a warm JVM. The takeover part (test/perf TestTakeover) runs 3 bridge processes in cluster
 # mode and kill -9s a stream's owner 20 times (≈10 min; 3 with BENCH_SMOKE=1), then a rolling
 # restart, then its peer (bare franz-go group members). BENCH_SMOKE=1 runs every part for
@@ -202,7 +204,8 @@ BENCH_MEMORY_FLAGS ?= -perf.memory-runs 3
 BENCH_STREAMS_COST_FLAGS ?= -perf.stream-counts 1,10,100 -perf.idle 30s -perf.busy-blocks 300
 BENCH_STAR_FLAGS ?= -perf.warmup 20s -perf.run 20s -perf.runs 2 -perf.rounds 2
 endif
-BENCH_PEERS ?= kcat-idempotent,kcat-defaults,franz-go-idempotent,franz-go-txn,python-loader
+BENCH_PEERS ?= franz-go-txn,kcat-idempotent,kcat-defaults,franz-go-idempotent,python-loader
+BENCH_PEERS_AGAIN ?= franz-go-txn
 bench:
 	$(STACK) start bench python
 	@set -a; . .local/bench.env; . .local/venv.env; set +a; \
@@ -222,7 +225,7 @@ bench:
 	$(GO) test -run '^TestStreamsCost$$' -count=1 -v -timeout 1h ./test/perf/ -perf.streams-cost -perf.out $$out/streams_cost $(BENCH_STREAMS_COST_FLAGS) || failed+=" streams-cost"; \
 	echo "== [6/10] end to end on Apache Kafka: the bridge and its peers (e2e.json)"; \
 	$(GO) test -run '^TestThroughput$$' -count=1 -v -timeout 2h ./test/perf/ -perf.e2e -perf.configs kafka/p1,kafka/p6 \
-		-perf.peers $(BENCH_PEERS) -perf.out $$out/e2e -perf.json $$out/e2e.json $(BENCH_E2E_FLAGS) || failed+=" end-to-end"; \
+		-perf.peers $(BENCH_PEERS) -perf.peers-again '$(BENCH_PEERS_AGAIN)' -perf.out $$out/e2e -perf.json $$out/e2e.json $(BENCH_E2E_FLAGS) || failed+=" end-to-end"; \
 	echo "== [7/10] SELECT * beside the 15-column query on kfake (star.json)"; \
 	$(GO) test -run '^TestThroughput$$' -count=1 -v -timeout 1h ./test/perf/ -perf.e2e -perf.configs kfake/p1,kfake/p1/star \
 		-perf.peers '' -perf.out $$out/star -perf.json $$out/star.json $(BENCH_STAR_FLAGS) || failed+=" select-star"; \

@@ -879,7 +879,8 @@ func renderMarkdown(rep *report) string {
 				w("\nWindows: the bridge %d × %s after a %s warm-up on %s; each peer then %s of warm-up and the same windows on the\n"+
 					"same (warm) broker, into a fresh topic with the same partitions, deleted after its windows; then the bridge again, resumed from its checkpoint, after\n"+
 					"%s of warm-up, for as many windows more. The bridge's figure is the median of its windows before and after its peers, so\n"+
-					"the broker's drift over the run (its JVM, its log) does not fall on one side. Rows/s are counted from the topic's last stable offsets\n"+
+					"the broker's drift over the run (its JVM, its log) does not fall on one side; a peer whose method says it ran twice ran first and\n"+
+					"again after the other peers, its figure the median of both runs' windows. Rows/s are counted from the topic's last stable offsets\n"+
 					"(read_committed); CPU from /proc of each process.\n", rep.E2E.Runs, rep.E2E.Run, rep.E2E.Warmup, fresh, rep.E2E.PeerWarmup, rep.E2E.PeerWarmup)
 				w("The Python figure reproduces the Amp Python SDK Kafka loader's loop (see its method above); it is not the SDK's own code.\n\n")
 			}
