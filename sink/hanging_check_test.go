@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -249,4 +250,52 @@ func TestSlowReadNamesTheTransactionItWaitsFor(t *testing.T) {
 	assert.InDelta(t, float64(pid), lines[0]["producer_id"], 0)
 	assert.InDelta(t, 1, lines[0]["partition"], 0)
 	assert.InDelta(t, 2, lines[0]["start_offset"], 0)
+}
+
+// TestHangingLookUpEndsOnCancel: the look-up of the transaction that held
+// a read back past its deadline has time of its own (the read's context
+// has ended), but a cancel of the caller's context ends it: a cluster
+// member's lost stream does not wait out hangingDescribeTimeout.
+func TestHangingLookUpEndsOnCancel(t *testing.T) {
+	c, cfg := newCluster(t, kfake.SeedTopics(2, "data"))
+	cfg.TransactionTimeout, cfg.ReadTimeout = time.Second, 1500*time.Millisecond
+	ctx := testCtx(t)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	described := make(chan struct{})
+	var once sync.Once
+	var done atomic.Bool
+	t.Cleanup(func() { done.Store(true) })
+	c.ControlKey(int16(kmsg.DescribeProducers), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if done.Load() {
+			return nil, nil, false
+		}
+		c.KeepControl()
+		once.Do(func() { close(described) })
+		// The look-up is slow: longer than the test waits for the read.
+		c.SleepControl(func() { time.Sleep(hangingDescribeTimeout) })
+		return nil, nil, false
+	})
+	// After the control above, which kfake runs first.
+	pid, epoch := openTransaction(ctx, t, cfg.Brokers, "data", "open-txn")
+	fakeOpenTxn(t, c, openTxn{topic: "data", partition: 1, pid: pid, epoch: epoch, start: 2}, 0)
+	r := newReader(t, cfg)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := r.ReadTopic(rctx, "data")
+		errc <- err
+	}()
+	select {
+	case <-described:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the read never looked up the transaction that held it")
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		require.Error(t, err)
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "the read's own deadline ended the wait")
+	case <-time.After(hangingDescribeTimeout / 2):
+		t.Fatal("the look-up went on after the caller's context was canceled")
+	}
 }

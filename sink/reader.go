@@ -138,16 +138,27 @@ func (r *Reader) highWatermarks(ctx context.Context, topic string) (map[int32]in
 // returns, and an open transaction of any producer holds the last stable
 // offset back until it ends (at worst transaction.timeout.ms). When ctx ends
 // first, the error is a *HangingTransactionError that names the open
-// transaction and says whether it will end by itself.
-func (r *Reader) waitStable(ctx context.Context, topic string, partition int32, target int64) (int64, error) {
+// transaction and says whether it will end by itself. ctx is the read's
+// (bounded by Config.ReadTimeout), outer the caller's: the look-up of the
+// transaction after ctx's deadline has a little time of its own, but ends
+// when outer is canceled.
+func (r *Reader) waitStable(outer, ctx context.Context, topic string, partition int32, target int64) (int64, error) {
 	wait := 5 * time.Millisecond
 	began, logged := time.Now(), false
 	lso := int64(-1) // the last stable offset of the last poll that answered
-	// timedOut describes the transaction that held the read back, with a
-	// little time of its own.
+	// timedOut describes the transaction that held the read back.
 	timedOut := func(err error) error {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hangingDescribeTimeout)
 		defer cancel()
+		if errors.Is(outer.Err(), context.Canceled) {
+			return fmt.Errorf("waiting for %s/%d to become stable up to offset %d: %w", topic, partition, target, outer.Err())
+		}
+		stop := context.AfterFunc(outer, func() {
+			if errors.Is(outer.Err(), context.Canceled) {
+				cancel()
+			}
+		})
+		defer stop()
 		return r.describeHanging(dctx, topic, partition, target, lso, err)
 	}
 	for {
@@ -344,6 +355,7 @@ func (r *Reader) openTxn(ctx context.Context, topic string, partition int32, p k
 // when the first fetch response shows the range retained and stable (the
 // usual case), and a listing of the partition's offsets first otherwise.
 func (r *Reader) ReadSpans(ctx context.Context, spans []Span) ([][]ReadRecord, error) {
+	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.ReadTimeout)
 	defer cancel()
 	type rng struct{ from, until int64 }
@@ -413,7 +425,7 @@ func (r *Reader) ReadSpans(ctx context.Context, spans []Span) ([][]ReadRecord, e
 					Reason: "the span reaches past the end of the partition: those records were never written, or the topic was deleted and recreated; the checkpoint does not match this topic"}
 			}
 		}
-		if _, err := r.waitStable(ctx, tp.topic, tp.partition, rg.until); err != nil {
+		if _, err := r.waitStable(outer, ctx, tp.topic, tp.partition, rg.until); err != nil {
 			return nil, fmt.Errorf("reading back %s/%d[%d..%d]: %w", tp.topic, tp.partition, rg.from, rg.until-1, err)
 		}
 		recs, err := r.fetchRange(ctx, tp.topic, tp.partition, rg.from, rg.until)
@@ -491,6 +503,7 @@ type ControlBounds struct {
 // otherwise hide later committed events), bounded by ctx and
 // Config.ReadTimeout.
 func (r *Reader) ControlBounds(ctx context.Context, topic string) (ControlBounds, error) {
+	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.ReadTimeout)
 	defer cancel()
 	const partition = 0
@@ -502,7 +515,7 @@ func (r *Reader) ControlBounds(ctx context.Context, topic string) (ControlBounds
 	if err != nil {
 		return ControlBounds{}, fmt.Errorf("reading the bounds of control topic %s: %w", topic, err)
 	}
-	end, err := r.waitStable(ctx, topic, partition, hwms[partition])
+	end, err := r.waitStable(outer, ctx, topic, partition, hwms[partition])
 	if err != nil {
 		return ControlBounds{}, fmt.Errorf("reading the bounds of control topic %s: %w", topic, err)
 	}
@@ -856,6 +869,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // so offsets have gaps. `bridge verify` uses it; it holds the whole topic in
 // memory.
 func (r *Reader) ReadTopic(ctx context.Context, topic string) ([]ReadRecord, error) {
+	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.ReadTimeout)
 	defer cancel()
 	starts, err := r.StartOffsets(ctx, topic)
@@ -868,7 +882,7 @@ func (r *Reader) ReadTopic(ctx context.Context, topic string) ([]ReadRecord, err
 	}
 	var out []ReadRecord
 	for _, p := range slices.Sorted(maps.Keys(hwms)) {
-		end, err := r.waitStable(ctx, topic, p, hwms[p])
+		end, err := r.waitStable(outer, ctx, topic, p, hwms[p])
 		if err != nil {
 			return nil, fmt.Errorf("reading topic %s: %w", topic, err)
 		}
