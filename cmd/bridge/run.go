@@ -339,7 +339,7 @@ func (b *bridge) run(ctx context.Context) error {
 	results := make(chan result, len(b.cfg.Streams))
 	for _, sc := range b.cfg.Streams {
 		r := pipeline.New(sc, b.deps(sc.ID))
-		go func() { results <- result{id: sc.ID, err: r.Run(ctx)} }()
+		go health.Labelled(ctx, sc.ID, func(ctx context.Context) { results <- result{id: sc.ID, err: r.Run(ctx)} })
 	}
 	probed := make(chan struct{})
 	go func() {

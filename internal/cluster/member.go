@@ -27,6 +27,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/health"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/offsets"
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/sink"
 )
@@ -389,7 +390,7 @@ func (m *Member) release(ids []string, bound time.Duration, why string, cause er
 		}
 		stuck := slices.Sorted(maps.Keys(doing))
 		m.log.Warn("a released stream did not stop within the bound; rejoining anyway: its new owner fences it",
-			"streams", stuck, "bound", bound, "in_flight", doing, "stacks", streamStacks(stuck))
+			"streams", stuck, "bound", bound, "in_flight", doing, "stacks", health.Stacks(stuck))
 	}
 	for _, id := range ids {
 		m.d.Health(id).Standby(m.standbyReason())
@@ -437,7 +438,7 @@ func (m *Member) startLocked(id string) {
 	m.d.Health(id).Starting("this member took it over")
 	go func() {
 		defer close(o.done)
-		withStreamLabel(ctx, id, func(ctx context.Context) { m.runStream(ctx, id, o) })
+		health.Labelled(ctx, id, func(ctx context.Context) { m.runStream(ctx, id, o) })
 	}()
 }
 

@@ -18,6 +18,10 @@
 //
 // Serve serves the endpoints, with /metrics beside them.
 //
+// Labelled runs a stream's goroutine under the pprof label "stream", and
+// Stacks returns the stacks of a stream's goroutines by it: what a stream
+// that does not stop when told to is doing.
+//
 // Probes check the services shared by every stream (the registry, the
 // checkpoint store, Kafka) every Config.ProbeInterval; a failing probe makes
 // every stream not ready until it passes again.

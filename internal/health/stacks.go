@@ -1,4 +1,4 @@
-package cluster
+package health
 
 import (
 	"bytes"
@@ -14,27 +14,37 @@ import (
 // can then be told from the others', and CPU profiles split by stream.
 const streamLabel = "stream"
 
-// withStreamLabel runs fn with the goroutine labelled as stream id's.
-func withStreamLabel(ctx context.Context, id string, fn func(context.Context)) {
-	pprof.Do(ctx, pprof.Labels(streamLabel, id), fn)
+// Labelled runs fn with the goroutine labelled as stream's (the pprof
+// label "stream"); the goroutines fn starts inherit the label. Stacks finds
+// them by it, and /debug/pprof/profile splits CPU by it.
+func Labelled(ctx context.Context, stream string, fn func(context.Context)) {
+	pprof.Do(ctx, pprof.Labels(streamLabel, stream), fn)
 }
 
 // stackFrames bounds the frames shown of one stack.
 const stackFrames = 24
 
-// streamStacks returns, for each stream of ids, the stacks of its
-// goroutines now: each as "N goroutine(s): fn (file:line) < caller
+// Stacks returns, for each stream of ids run under Labelled, the stacks of
+// its goroutines now: each as "N goroutine(s): fn (file:line) < caller
 // (file:line) < ...", innermost first, runtime frames left out, functions
 // named by their package's name. It reads the goroutine profile, which
 // stops the world briefly: it is for the rare stream that does not stop
 // when told to, whose stacks say where it waits.
-func streamStacks(ids []string) map[string][]string {
+func Stacks(ids []string) map[string][]string {
 	var buf bytes.Buffer
 	if err := pprof.Lookup("goroutine").WriteTo(&buf, 1); err != nil {
 		return nil
 	}
+	return stacksIn(buf.String(), ids)
+}
+
+// stacksIn is Stacks of a goroutine profile's text (debug=1).
+func stacksIn(profile string, ids []string) map[string][]string {
+	// The profile's first line ("goroutine profile: total N") heads the
+	// first record.
+	_, prof, _ := strings.Cut(profile, "\n")
 	out := map[string][]string{}
-	for rec := range strings.SplitSeq(buf.String(), "\n\n") {
+	for rec := range strings.SplitSeq(prof, "\n\n") {
 		for _, id := range ids {
 			if strings.Contains(rec, fmt.Sprintf(`# labels: {%q:%q`, streamLabel, id)) ||
 				strings.Contains(rec, fmt.Sprintf(`, %q:%q`, streamLabel, id)) {
