@@ -14,6 +14,13 @@ import (
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/testenv"
 )
 
+// reorgHeaders is the five headers the bridge gives a record of batch id.
+func reorgHeaders(id string) []Header {
+	return []Header{{Key: "amp-batch-id", Value: []byte(id)}, {Key: "amp-op", Value: []byte("c")},
+		{Key: "amp-network", Value: []byte("mainnet")}, {Key: "amp-range", Value: []byte("20000100-20000100")},
+		{Key: "amp-stream", Value: []byte("lat")}}
+}
+
 // BenchmarkReadBack decodes the fetch response of a depth-128 reorg's
 // read-back (128 one-block batches of 170 records of ~700 B with the
 // bridge's five headers, uncompressed, one partition) into the records
@@ -35,9 +42,7 @@ func BenchmarkReadBack(b *testing.B) {
 	for blk := range blocks {
 		require.NoError(b, p.Begin())
 		id := fmt.Sprintf("batch-%d", blk)
-		hs := []Header{{Key: "amp-batch-id", Value: []byte(id)}, {Key: "amp-op", Value: []byte("c")},
-			{Key: "amp-network", Value: []byte("mainnet")}, {Key: "amp-range", Value: []byte("20000100-20000100")},
-			{Key: "amp-stream", Value: []byte("lat")}}
+		hs := reorgHeaders(id)
 		for i := range rows {
 			require.NoError(b, p.Produce(ctx, Record{Topic: "data", Key: fmt.Appendf(nil, "0x%062x", blk*rows+i), Value: val, Group: id, Headers: hs}))
 		}
@@ -109,9 +114,7 @@ func BenchmarkReadSpans(b *testing.B) {
 			for blk := range blocks {
 				require.NoError(b, p.Begin())
 				id := fmt.Sprintf("batch-%d", blk)
-				hs := []Header{{Key: "amp-batch-id", Value: []byte(id)}, {Key: "amp-op", Value: []byte("c")},
-					{Key: "amp-network", Value: []byte("mainnet")}, {Key: "amp-range", Value: []byte("20000100-20000100")},
-					{Key: "amp-stream", Value: []byte("lat")}}
+				hs := reorgHeaders(id)
 				for i := range rows {
 					// Half random bytes, half repeated: about as compressible as Avro rows of hashes and numbers.
 					for j := range len(val) / 2 {
