@@ -34,6 +34,14 @@ func createTopic(t testing.TB, cfg Config, topic string, partitions int32) {
 	require.NoError(t, err)
 }
 
+// createControlTopic creates the control topic "control".
+func createControlTopic(t testing.TB, cfg Config) {
+	t.Helper()
+	a := newAdmin(t, cfg)
+	_, err := a.EnsureTopics(testCtx(t), TopicSpec{Name: "control", Kind: TopicControl, ReplicationFactor: 1})
+	require.NoError(t, err)
+}
+
 // failProduce answers the next Produce request with code on every partition.
 func failProduce(c *kfake.Cluster, code int16) *atomic.Int32 {
 	var n atomic.Int32
@@ -325,10 +333,8 @@ func TestDeleteRecordsHelperCluster(t *testing.T) {
 // early.
 func TestReadControlWaitsForOpenTransactions(t *testing.T) {
 	_, cfg := newCluster(t)
-	a := newAdmin(t, cfg)
+	createControlTopic(t, cfg)
 	ctx := testCtx(t)
-	_, err := a.EnsureTopics(ctx, TopicSpec{Name: "control", Kind: TopicControl, ReplicationFactor: 1})
-	require.NoError(t, err)
 	other := newProducer(t, cfg, "other", Deps{})
 	mine := newProducer(t, cfg, "mine", Deps{})
 	r := newReader(t, cfg)
@@ -339,7 +345,7 @@ func TestReadControlWaitsForOpenTransactions(t *testing.T) {
 	require.NoError(t, other.cl.Flush(ctx))
 	require.NoError(t, mine.Begin())
 	require.NoError(t, mine.Produce(ctx, ev("mine-committed")))
-	_, err = mine.Commit(ctx)
+	_, err := mine.Commit(ctx)
 	require.NoError(t, err)
 
 	const hold = 300 * time.Millisecond
@@ -364,10 +370,8 @@ func TestReadControlWaitsForOpenTransactions(t *testing.T) {
 func TestScanControlChunks(t *testing.T) {
 	_, cfg := newCluster(t)
 	cfg.FetchMaxBytes = 1024 // the minimum: a few record batches per fetch
-	a := newAdmin(t, cfg)
+	createControlTopic(t, cfg)
 	ctx := testCtx(t)
-	_, err := a.EnsureTopics(ctx, TopicSpec{Name: "control", Kind: TopicControl, ReplicationFactor: 1})
-	require.NoError(t, err)
 	p := newProducer(t, cfg, "scan", Deps{})
 	r := newReader(t, cfg)
 	for i := range 6 {
@@ -419,10 +423,8 @@ func TestScanControlChunks(t *testing.T) {
 func TestScanControlSmallResponses(t *testing.T) {
 	_, cfg := newCluster(t)
 	require.Greater(t, cfg.FetchMaxBytes, int32(4*controlFetchBytes), "the default fetch_max_bytes")
-	a := newAdmin(t, cfg)
+	createControlTopic(t, cfg)
 	ctx := testCtx(t)
-	_, err := a.EnsureTopics(ctx, TopicSpec{Name: "control", Kind: TopicControl, ReplicationFactor: 1})
-	require.NoError(t, err)
 	p := newProducer(t, cfg, "scan", Deps{})
 	r := newReader(t, cfg)
 	value := make([]byte, 200<<10)
@@ -576,10 +578,8 @@ func (s stallingDecompressor) Decompress(src []byte, codec kgo.CompressionCodecT
 func TestReadReturnsMidDecode(t *testing.T) {
 	_, cfg := newCluster(t)
 	cfg.Compression = CompressionLZ4
-	a := newAdmin(t, cfg)
+	createControlTopic(t, cfg)
 	ctx := testCtx(t)
-	_, err := a.EnsureTopics(ctx, TopicSpec{Name: "control", Kind: TopicControl, ReplicationFactor: 1})
-	require.NoError(t, err)
 	createTopic(t, cfg, "data", 1)
 	p := newProducer(t, cfg, "mid", Deps{})
 	require.NoError(t, p.Begin())
