@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,23 @@ func acquireAsync(ctx context.Context, b *readBudget, n int64) <-chan error {
 		done <- err
 	}()
 	return done
+}
+
+// waiting returns how many acquires of b wait for room.
+func (b *readBudget) waiting() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.waiters.Len()
+}
+
+// knownSizes returns a call whose next messages are known to be ns long.
+func knownSizes(ns ...int64) *callSizes {
+	c := newSizeWatch().track()
+	gen := c.bind()
+	for _, n := range ns {
+		c.push(gen, n)
+	}
+	return c
 }
 
 func waitFor(t *testing.T, cond func() bool) {
@@ -77,18 +95,18 @@ func TestReadBudgetForceAndCancel(t *testing.T) {
 }
 
 // TestReadBudgetStress runs streams whose readers receive messages of
-// random sizes, some larger than their estimates, some after an idle wait,
-// through a small budget, and consumers that hold each envelope a while:
-// every message must get through (no waiter is left without room), and
-// nothing stays counted at the end.
+// random sizes through a small budget, most known before they are
+// received, some not, and consumers that hold each envelope a while: every
+// message must get through (no waiter is left without room), what is held
+// never exceeds the budget by more than the unsized messages, and nothing
+// stays counted at the end.
 func TestReadBudgetStress(t *testing.T) {
 	const streams, msgs, total = 8, 200, 64 << 10
 	b := newReadBudget(total)
-	b.idle = 2 * time.Millisecond
-	b.largest.Store(16 << 10)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
+	var over atomic.Int64 // the most held beyond total and the unsized bytes
 	errs := make(chan error, streams)
 	for s := range streams {
 		r := newReservation(b)
@@ -99,13 +117,20 @@ func TestReadBudgetStress(t *testing.T) {
 			for range msgs {
 				size := int64(rng.IntN(24<<10) + 1)
 				delay := time.Duration(rng.IntN(4)) * time.Millisecond
-				_, n, err := receive(ctx, r, func() (int64, error) {
+				var sizes *callSizes // unknown
+				if rng.IntN(10) > 0 {
+					sizes = knownSizes(size)
+				}
+				_, n, err := receive(ctx, r, sizes, func() (int64, error) {
 					time.Sleep(delay)
 					return size, nil
 				}, func(v int64) int64 { return v })
 				if err != nil {
 					errs <- err
 					return
+				}
+				if d := b.Held() - total - b.unsized.Load(); d > over.Load() {
+					over.Store(d)
 				}
 				r.hold(n)
 				select {
@@ -130,13 +155,15 @@ func TestReadBudgetStress(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err, "a stream did not get its messages through the budget")
 	}
+	assert.LessOrEqual(t, over.Load(), int64(0), "held beyond the budget and the unsized messages")
+	assert.Positive(t, b.unsized.Load(), "no message of unknown length")
 	assert.Equal(t, int64(0), b.Held(), "counted bytes left over")
 }
 
 func TestChargeReleaseOnce(t *testing.T) {
 	b := newReadBudget(100)
 	r := newReservation(b)
-	_, n, err := receive(t.Context(), r, func() (int64, error) { return 30, nil }, func(v int64) int64 { return v })
+	_, n, err := receive(t.Context(), r, nil, func() (int64, error) { return 30, nil }, func(v int64) int64 { return v })
 	require.NoError(t, err)
 	r.hold(n)
 	c := r.take()
@@ -147,7 +174,7 @@ func TestChargeReleaseOnce(t *testing.T) {
 	assert.Equal(t, int64(0), b.Held())
 
 	// Close gives back what the consumer kept, once.
-	_, n, err = receive(t.Context(), r, func() (int64, error) { return 20, nil }, func(v int64) int64 { return v })
+	_, n, err = receive(t.Context(), r, nil, func() (int64, error) { return 20, nil }, func(v int64) int64 { return v })
 	require.NoError(t, err)
 	r.hold(n)
 	kept := r.take()
@@ -157,65 +184,63 @@ func TestChargeReleaseOnce(t *testing.T) {
 	assert.Equal(t, int64(0), b.Held())
 
 	// An error of recv leaves nothing counted.
-	_, _, err = receive(t.Context(), newReservation(b), func() (int64, error) { return 0, errors.New("reset") }, func(v int64) int64 { return v })
+	_, _, err = receive(t.Context(), newReservation(b), nil, func() (int64, error) { return 0, errors.New("reset") }, func(v int64) int64 { return v })
 	require.Error(t, err)
 	assert.Equal(t, int64(0), b.Held())
 }
 
-// TestReservationEstimate: a stream reserves for the largest of its last
-// messages, and after a microbatch's last message next to nothing (it may
-// wait there for a block at the head of its chain).
-func TestReservationEstimate(t *testing.T) {
-	b := newReadBudget(64 << 20)
+// TestReceiveReservesTheKnownSize: a message whose length is known is
+// reserved twice over before it is received and trued up after; one whose
+// length is not known is counted once it is in, as unsized; one larger
+// than the budget reserves the whole budget.
+func TestReceiveReservesTheKnownSize(t *testing.T) {
+	b := newReadBudget(100)
 	r := newReservation(b)
-	assert.Equal(t, int64(ampMessageBytes), r.estimate(), "a new stream: Amp's message size")
-	for _, n := range []int64{1 << 20, 300 << 10, 2 << 20, 100 << 10, 50 << 10} {
-		r.hold(n)
+	recv := func(n int64, during *int64) func() (int64, error) {
+		return func() (int64, error) {
+			*during = b.Held()
+			return n, nil
+		}
 	}
-	assert.Equal(t, int64(2<<20), r.estimate(), "the largest of the last four")
-	r.hold(60 << 10)
-	r.hold(70 << 10)
-	r.hold(80 << 10)
-	assert.Equal(t, int64(80<<10), r.estimate(), "the 2 MiB message is no longer among the last four")
-	r.boundary()
-	assert.Equal(t, int64(minEstimate), r.estimate(), "after a microbatch's last message")
-	r.drop()
-}
-
-// TestReadBudgetOverCounts: what is counted only once it is in, beyond a
-// stream's reservation, is counted by cause, and a stream that gave its
-// reservation back counts as such until its message comes.
-func TestReadBudgetOverCounts(t *testing.T) {
-	const kib = 1 << 10
-	b := newReadBudget(1024 * kib)
-	b.idle = time.Millisecond
-	r := newReservation(b)
-	r.recent[0] = 8 * kib // reserves 16 KiB
-	_, n, err := receive(t.Context(), r, func() (int64, error) { return 50 * kib, nil }, func(v int64) int64 { return v })
+	id := func(v int64) int64 { return v }
+	var during int64
+	_, n, err := receive(t.Context(), r, knownSizes(30), recv(30, &during), id)
 	require.NoError(t, err)
-	assert.Equal(t, int64(34*kib), b.overEstimate.Load(), "50 KiB received on a reservation of 16")
-	assert.Zero(t, b.overIdle.Load())
+	assert.Equal(t, int64(60), during, "reserved while received: frames and buffer")
+	assert.Equal(t, int64(30), n)
+	assert.Equal(t, int64(30), b.Held(), "trued up")
 	r.hold(n)
 	r.take().release()
 
-	// A reservation of the whole budget is given back while another
-	// waits, and the message comes after.
-	r.recent = [4]int64{512 * kib}
-	msg := make(chan int64)
+	_, n, err = receive(t.Context(), r, nil, recv(30, &during), id)
+	require.NoError(t, err)
+	assert.Zero(t, during, "nothing reserved for a length not known")
+	assert.Equal(t, int64(30), b.Held())
+	assert.Equal(t, int64(30), b.unsized.Load())
+	r.hold(n)
+	r.take().release()
+
+	_, n, err = receive(t.Context(), r, knownSizes(80), recv(80, &during), id)
+	require.NoError(t, err)
+	assert.Equal(t, int64(100), during, "a message larger than the budget: all of it")
+	assert.Equal(t, int64(80), b.Held())
+	assert.Equal(t, int64(30), b.unsized.Load(), "known, so not unsized")
+	r.hold(n)
+	r.take().release()
+	assert.Zero(t, b.Held())
+
+	// A stream waiting for the length of its next message holds nothing
+	// and returns when its context ends.
+	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := receive(t.Context(), r, func() (int64, error) { return <-msg, nil }, func(v int64) int64 { return v })
+		_, _, err := receive(ctx, r, knownSizes(), recv(1, &during), id)
 		done <- err
 	}()
-	waitFor(t, func() bool { return b.Held() == 1024*kib })
-	other := acquireAsync(t.Context(), b, 10*kib)
-	require.NoError(t, within(t, other, "the acquire after the idle stream gave its reservation back"))
-	waitFor(t, func() bool { return b.givenBack.Load() == 1 })
-	msg <- 40 * kib
-	require.NoError(t, within(t, done, "the idle stream's receive"))
-	assert.Equal(t, int64(40*kib), b.overIdle.Load(), "the message of a stream that gave its reservation back")
-	assert.Zero(t, b.givenBack.Load())
-	assert.Equal(t, int64(34*kib), b.overEstimate.Load())
+	time.Sleep(20 * time.Millisecond)
+	assert.Zero(t, b.Held())
+	cancel()
+	require.ErrorIs(t, within(t, done, "receive after its context ended"), context.Canceled)
 }
 
 // within waits at most 5 s for ch's value, so that a test fails instead

@@ -3,6 +3,7 @@ package source_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,4 +202,51 @@ func TestReadBudgetIdleStream(t *testing.T) {
 	ss := openInTurn(t, c, srv, 2)
 	drain(t, ss[1:], 16)
 	assert.Equal(t, int64(16), srv.sent.Load())
+}
+
+// TestReadBudgetKnowsEachSize: every message is counted before it is
+// received, at its own length, however much larger than the ones before
+// it is (a microbatch's small last messages, then the next one's large
+// first), so that what the streams hold never exceeds the budget.
+func TestReadBudgetKnowsEachSize(t *testing.T) {
+	const streams, batches = 4, 25
+	mem := memory.NewGoAllocator()
+	var a attemptScript
+	for i := range batches {
+		pad := 100 // a large batch after every four small ones
+		if i%5 == 4 {
+			pad = 400 << 10
+		}
+		rec := makeRecord(mem, uint64(i), 1, pad)
+		t.Cleanup(rec.Release)
+		a.msgs = append(a.msgs, msg{rec: rec, md: md(t, false, R(uint64(i), uint64(i), 0))})
+	}
+	a.hang = true
+	srv := newScriptServer(a, a, a, a)
+	c := budgetClient(t, srv, 3)
+	ss := openInTurn(t, c, srv, streams)
+
+	var maxHeld atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if h := c.ReadBudgetStats().Held; h > maxHeld.Load() {
+				maxHeld.Store(h)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Microsecond):
+			}
+		}
+	}()
+	drain(t, ss, batches)
+	close(stop)
+	<-sampled
+	st := c.ReadBudgetStats()
+	assert.Zero(t, st.Unsized, "messages counted only once they were in")
+	assert.LessOrEqual(t, maxHeld.Load(), st.Limit, "held beyond the budget")
+	assert.Positive(t, maxHeld.Load())
 }

@@ -73,6 +73,7 @@ type Client struct {
 	svc    flightpb.FlightServiceClient
 	verify *verifyWatch // nil without TLS
 	budget *readBudget  // nil when ReadAheadBytes is 0
+	sizes  *sizeWatch   // the sizes of DoGet messages before they are received
 	bodies *framePool   // the buffers of received messages (flightDataCodec)
 	log    *slog.Logger
 	mem    memory.Allocator
@@ -97,8 +98,9 @@ func New(cfg Config, deps Deps) (*Client, error) {
 		watch = &verifyWatch{TransportCredentials: credentials.NewTLS(tc), last: new(atomic.Pointer[tls.CertificateVerificationError])}
 		creds = watch
 	}
+	sizes := newSizeWatch()
 	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(creds),
+		grpc.WithTransportCredentials(&sizedCreds{TransportCredentials: creds, w: sizes}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cfg.MaxRecvMsgSize)),
 	}
 	if w := cfg.ReceiveWindow; w > 0 {
@@ -124,7 +126,7 @@ func New(cfg Config, deps Deps) (*Client, error) {
 	}
 	c := &Client{
 		cfg: cfg, conn: conn, svc: flightpb.NewFlightServiceClient(conn), verify: watch,
-		budget: newReadBudget(cfg.ReadAheadBytes), bodies: newFramePool(maxIdleMessages), log: deps.Logger, mem: deps.Allocator, clock: deps.Clock, rand: deps.Rand,
+		budget: newReadBudget(cfg.ReadAheadBytes), sizes: sizes, bodies: newFramePool(maxIdleMessages), log: deps.Logger, mem: deps.Allocator, clock: deps.Clock, rand: deps.Rand,
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -154,18 +156,13 @@ type ReadBudgetStats struct {
 	// now, and Limit the budget that bounds them (Config.ReadAheadBytes;
 	// 0: no bound, and nothing is counted).
 	Held, Limit int64
-	// OverEstimate and OverIdle are the bytes of messages counted only
-	// once they were in, beyond what their streams had reserved for them,
-	// since the Client was made: the message was larger than its
-	// stream's estimate (the first of a microbatch after a short one, or
-	// larger than the last four), or the stream had given its reservation
-	// back, having waited idle for Amp while others waited for room. Held
-	// exceeds Limit by such bytes.
-	OverEstimate, OverIdle int64
-	// GivenBack is how many streams wait now for a message after giving
-	// their reservation back: what each receives counts only once it is
-	// in.
-	GivenBack int64
+	// Unsized is the bytes of messages counted only once they were in,
+	// since the Client was made, because their length was not known
+	// before: the stream had ended (a message that arrived before its
+	// connection failed), or the Client could not follow the HTTP/2
+	// frames of its connection. Held exceeds Limit by such bytes, and by
+	// a message larger than the whole budget.
+	Unsized int64
 }
 
 // ReadBudgetStats returns what the Client's read budget counts now.
@@ -176,7 +173,7 @@ func (c *Client) ReadBudgetStats() ReadBudgetStats {
 	}
 	return ReadBudgetStats{
 		Held: b.Held(), Limit: b.total,
-		OverEstimate: b.overEstimate.Load(), OverIdle: b.overIdle.Load(), GivenBack: b.givenBack.Load(),
+		Unsized: b.unsized.Load(),
 	}
 }
 

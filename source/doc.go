@@ -46,18 +46,21 @@
 // One goroutine per stream reads ahead of the consumer by at most
 // [Config.ReadAhead] envelopes, plus gRPC's HTTP/2 window. All the streams
 // and queries of a Client share one read budget of [Config.ReadAheadBytes].
-// A stream reserves room for its next message before it receives it,
-// waiting in line when the budget is used up: twice the largest of its
-// last four messages (gRPC's frames, then the message's copy of them), or
-// next to nothing after a microbatch's last message, where a stream at the
-// head of its chain waits for a block. The message counts until the
-// consumer releases the envelope made of it ([Envelope.Release]), so the
-// budget bounds what is queued and what the consumers are still encoding,
-// not only what is read ahead. A message larger than its reservation is
-// counted in full when it arrives, and a stream that has waited a second
-// for Amp to send anything while others wait for room gives its
-// reservation back; so the bytes held exceed the budget by at most the
-// unreserved part of one message per stream. Consumers must release each
+// A stream reserves room for its next message before it asks gRPC for it,
+// waiting in line when the budget is used up: twice the message's length
+// (gRPC's frames, then the message's copy of them), which the Client reads
+// from the message's 5-byte gRPC prefix in the HTTP/2 frames of its
+// connection as they arrive, before gRPC does (gRPC itself, once asked for
+// a message, widens the stream's window to its length and receives it
+// whole). Until the prefix arrives the stream holds nothing, so a stream
+// at the head of its chain, waiting for a block, keeps no room from the
+// others; Amp can send it at most its HTTP/2 window meanwhile. The message
+// counts until the consumer releases the envelope made of it
+// ([Envelope.Release]), so the budget bounds what is queued and what the
+// consumers are still encoding, not only what is read ahead. The bytes
+// held exceed the budget only by a message larger than all of it (received
+// alone) and by a message whose length could not be read first (its
+// stream had ended; [ReadBudgetStats.Unsized]). Consumers must release each
 // envelope before they wait for anything but Amp; closing a stream gives
 // back what its consumer still holds. When the consumer stops calling
 // Next, the reader stops reading and gRPC flow control stops the server.

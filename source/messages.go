@@ -28,6 +28,7 @@ type messageReader struct {
 	stream flightpb.FlightService_DoGetClient
 	codec  *flightDataCodec // the DoGet call's
 	res    *reservation     // nil: no byte bound
+	sizes  *callSizes       // the call's
 	// meta is the newest message's app_metadata, until the next Message.
 	meta []byte
 	// body is the newest message's pooled buffer if it is a record
@@ -42,7 +43,7 @@ var _ ipc.MessageReader = (*messageReader)(nil)
 func (m *messageReader) Message() (*ipc.Message, error) {
 	m.meta, m.body = nil, nil
 	for {
-		fd, n, err := receive(m.ctx, m.res, m.stream.Recv, m.size)
+		fd, n, err := receive(m.ctx, m.res, m.sizes, m.stream.Recv, m.size)
 		buf := m.codec.take()
 		if err != nil {
 			return nil, err

@@ -421,11 +421,13 @@ func (s *Stream) attempt(ctx context.Context, cur reorg.Cursor) (res attemptResu
 		return res, err
 	}
 	codec := &flightDataCodec{pool: s.c.bodies}
-	st, err := s.c.svc.DoGet(s.c.withAuth(actx), tk, doGetCodec(codec))
+	sizes := s.c.sizes.track()
+	defer sizes.close()
+	st, err := s.c.svc.DoGet(s.c.withAuth(actx, headerCall, sizes.tag), tk, doGetCodec(codec))
 	if err != nil {
 		return res, s.c.callError("DoGet", err)
 	}
-	mr := &messageReader{ctx: actx, stream: st, codec: codec, res: s.res}
+	mr := &messageReader{ctx: actx, stream: st, codec: codec, res: s.res, sizes: sizes}
 	defer s.res.drop() // messages received for a record that never came
 	// The reader blocks until the schema arrives, which Amp sends only
 	// with the first microbatch; cancelling actx unblocks it.
@@ -458,9 +460,6 @@ func (s *Stream) attempt(ctx context.Context, cur reorg.Cursor) (res attemptResu
 		}
 		// Every envelope gets its own Ranges: consumers may keep them.
 		md.Ranges = slices.Clone(md.Ranges)
-		if md.Complete {
-			s.res.boundary()
-		}
 		rec.Retain() // the reader releases its reference on the next Next
 		env := Envelope{Kind: KindBatch, Batch: rec, Ranges: md.Ranges, Complete: md.Complete, Index: idx, held: s.res.take(), body: mr.body}
 		if md.Complete && rec.NumRows() > 0 {

@@ -116,6 +116,7 @@ func TestTLS(t *testing.T) {
 			defer s.Close()
 			if tt.wantCode == codes.OK {
 				assert.True(t, next(t, s).complete)
+				assert.Zero(t, c.ReadBudgetStats().Unsized, "a message whose length was not known before it was received over TLS")
 				return
 			}
 			err = nextErr(t, s)

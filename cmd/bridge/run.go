@@ -118,38 +118,17 @@ func readBudgetGauges(b *bridge) []prometheus.Collector {
 			return float64(f(amp.ReadBudgetStats()))
 		}
 	}
-	over := prometheus.NewDesc("amp_bridge_amp_read_over_bytes_total",
-		"Bytes of Amp's messages counted only once they were in, beyond what their streams had reserved: cause estimate (a message larger than its stream expected) or idle (the stream had given its reservation back after waiting for Amp while others waited for room).",
-		[]string{"cause"}, nil)
 	return []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "amp_bridge", Name: "amp_read_held_bytes",
-			Help: "Bytes of Amp's messages that the streams hold, from before they are received until their rows are encoded (at most amp.read_ahead_bytes, plus amp_bridge_amp_read_over_bytes_total's messages while they are held)."},
+			Help: "Bytes of Amp's messages that the streams hold, from before they are received until their rows are encoded (at most amp.read_ahead_bytes, plus a message larger than all of it and amp_bridge_amp_read_unsized_bytes_total's messages while they are held)."},
 			stat(func(s source.ReadBudgetStats) int64 { return s.Held })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "amp_bridge", Name: "amp_read_budget_bytes",
 			Help: "amp.read_ahead_bytes: the bound of amp_bridge_amp_read_held_bytes (0: none)."},
 			stat(func(s source.ReadBudgetStats) int64 { return s.Limit })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "amp_bridge", Name: "amp_read_given_back_streams",
-			Help: "Streams that wait for a message from Amp after giving their read-budget reservation back: what each receives is counted only once it is in."},
-			stat(func(s source.ReadBudgetStats) int64 { return s.GivenBack })),
-		overCollector{desc: over, estimate: stat(func(s source.ReadBudgetStats) int64 { return s.OverEstimate }),
-			idle: stat(func(s source.ReadBudgetStats) int64 { return s.OverIdle })},
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "amp_bridge", Name: "amp_read_unsized_bytes_total",
+			Help: "Bytes of Amp's messages counted only once they were in, their length not known before they were received (a stream that had ended, or a connection whose HTTP/2 frames the bridge could not follow)."},
+			stat(func(s source.ReadBudgetStats) int64 { return s.Unsized })),
 	}
-}
-
-// overCollector is amp_bridge_amp_read_over_bytes_total, a counter with
-// one series per cause, read from the Amp client when scraped.
-type overCollector struct {
-	desc           *prometheus.Desc
-	estimate, idle func() float64
-}
-
-// Describe implements prometheus.Collector.
-func (c overCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-// Collect implements prometheus.Collector.
-func (c overCollector) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, c.estimate(), "estimate")
-	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, c.idle(), "idle")
 }
 
 // newBridgeShell builds what connects to nothing: the metrics registry,
