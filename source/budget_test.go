@@ -250,3 +250,32 @@ func TestReadBudgetKnowsEachSize(t *testing.T) {
 	assert.LessOrEqual(t, maxHeld.Load(), st.Limit, "held beyond the budget")
 	assert.Positive(t, maxHeld.Load())
 }
+
+// TestReadBudgetTagsItsCalls: with a read budget, each DoGet carries the
+// tag that binds its HTTP/2 stream to the call whose message sizes the
+// Client reads (one tag per call); without one, no call is tagged, and
+// nothing keeps sizes that no one would take.
+func TestReadBudgetTagsItsCalls(t *testing.T) {
+	for _, budget := range []int64{0, 1 << 20} {
+		srv := newScriptServer(attemptScript{msgs: []msg{W(t, R(0, 0, 0))}})
+		c := newClient(t, serve(t, srv), func(c *source.Config) { c.ReadAheadBytes = budget }, source.Deps{})
+		for range 2 {
+			s, err := c.Query(t.Context(), "SELECT 1")
+			require.NoError(t, err)
+			assert.True(t, next(t, s).complete)
+			require.NoError(t, s.Close())
+		}
+		var tags []string
+		for _, call := range srv.Calls() {
+			if call.method == "DoGet" {
+				tags = append(tags, call.md.Get("amp-bridge-call")...)
+			}
+		}
+		if budget == 0 {
+			assert.Empty(t, tags, "a call tagged without a budget")
+			continue
+		}
+		require.Len(t, tags, 2)
+		assert.NotEqual(t, tags[0], tags[1], "two calls, one tag")
+	}
+}

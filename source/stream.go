@@ -421,9 +421,16 @@ func (s *Stream) attempt(ctx context.Context, cur reorg.Cursor) (res attemptResu
 		return res, err
 	}
 	codec := &flightDataCodec{pool: s.c.bodies}
-	sizes := s.c.sizes.track()
-	defer sizes.close()
-	st, err := s.c.svc.DoGet(s.c.withAuth(actx, headerCall, sizes.tag), tk, doGetCodec(codec))
+	// With a read budget, the call's messages are sized before they are
+	// received (sizeWatch); without one nothing would take the sizes.
+	var sizes *callSizes
+	var tag []string
+	if s.res != nil {
+		sizes = s.c.sizes.track()
+		defer sizes.close()
+		tag = []string{headerCall, sizes.tag}
+	}
+	st, err := s.c.svc.DoGet(s.c.withAuth(actx, tag...), tk, doGetCodec(codec))
 	if err != nil {
 		return res, s.c.callError("DoGet", err)
 	}
