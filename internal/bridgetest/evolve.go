@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
@@ -76,8 +77,27 @@ func PublishAcrossSchemaChange(ctx context.Context, t testing.TB, c *Changelog, 
 // tombstone), the registry id of the schema its rows were written with.
 func (s *Stack) liveSchemaIDs(ctx context.Context, t testing.TB) map[uint64]int {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.ConsumeTopics(s.Topic),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	// Read to the end offsets, not until the fetches go quiet: on a loaded
+	// machine the first fetch can take longer than any quiet period, and a
+	// batch not read would move its blocks to the other schema. With the
+	// control records kept, a partition is read once the record at end-1
+	// (its last commit marker) has come.
+	admin, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...))
+	require.NoError(t, err)
+	defer admin.Close()
+	ends, err := kadm.NewClient(admin).ListEndOffsets(ctx, s.Topic)
+	require.NoError(t, err)
+	require.NoError(t, ends.Error())
+	offsets := map[string]map[int32]kgo.Offset{s.Topic: {}}
+	left := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		offsets[s.Topic][o.Partition] = kgo.NewOffset().AtStart()
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+		}
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(), kgo.ConsumePartitions(offsets))
 	require.NoError(t, err)
 	defer cl.Close()
 	type batch struct {
@@ -86,13 +106,19 @@ func (s *Stack) liveSchemaIDs(ctx context.Context, t testing.TB) map[uint64]int 
 		dead   bool
 	}
 	batches := map[string]*batch{}
-	for quiet := 0; quiet < 3; {
-		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		fs := cl.PollFetches(pctx)
-		cancel()
-		n := 0
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for len(left) > 0 {
+		fs := cl.PollFetches(rctx)
+		require.NoError(t, rctx.Err(), "reading %s: partitions %v not read to their end", s.Topic, left)
+		fs.EachError(func(_ string, _ int32, err error) { require.NoError(t, err) })
 		fs.EachRecord(func(r *kgo.Record) {
-			n++
+			if r.Offset+1 >= left[r.Partition] {
+				delete(left, r.Partition)
+			}
+			if r.Attrs.IsControl() {
+				return
+			}
 			var id, op, rng string
 			for _, h := range r.Headers {
 				switch h.Key {
@@ -120,11 +146,6 @@ func (s *Stack) liveSchemaIDs(ctx context.Context, t testing.TB) map[uint64]int 
 			require.NoError(t, err)
 			b.id, _ = f.ID()
 		})
-		if n == 0 {
-			quiet++
-		} else {
-			quiet = 0
-		}
 	}
 	out := map[uint64]int{}
 	for _, b := range batches {
