@@ -77,11 +77,60 @@ func PublishAcrossSchemaChange(ctx context.Context, t testing.TB, c *Changelog, 
 // tombstone), the registry id of the schema its rows were written with.
 func (s *Stack) liveSchemaIDs(ctx context.Context, t testing.TB) map[uint64]int {
 	t.Helper()
-	// Read to the end offsets, not until the fetches go quiet: on a loaded
-	// machine the first fetch can take longer than any quiet period, and a
-	// batch not read would move its blocks to the other schema. With the
-	// control records kept, a partition is read once the record at end-1
-	// (its last commit marker) has come.
+	type batch struct {
+		lo, hi uint64
+		id     int
+		dead   bool
+	}
+	batches := map[string]*batch{}
+	s.EachCommitted(ctx, t, func(r *kgo.Record) {
+		var id, op, rng string
+		for _, h := range r.Headers {
+			switch h.Key {
+			case encode.HeaderBatchID:
+				id = string(h.Value)
+			case encode.HeaderOp:
+				op = string(h.Value)
+			case encode.HeaderRange:
+				rng = string(h.Value)
+			}
+		}
+		b := batches[id]
+		if b == nil {
+			b = &batch{}
+			batches[id] = b
+		}
+		if r.Value == nil || op == "d" {
+			b.dead = true
+			return
+		}
+		a, z, _ := strings.Cut(rng, "-")
+		b.lo, _ = strconv.ParseUint(a, 10, 64)
+		b.hi, _ = strconv.ParseUint(z, 10, 64)
+		f, _, err := encode.ParseHeader(r.Value)
+		require.NoError(t, err)
+		b.id, _ = f.ID()
+	})
+	out := map[uint64]int{}
+	for _, b := range batches {
+		if b.dead || b.id == 0 {
+			continue
+		}
+		for n := b.lo; n <= b.hi; n++ {
+			out[n] = b.id
+		}
+	}
+	return out
+}
+
+// EachCommitted calls fn with each record of the run's data topic
+// (read_committed), reading every partition to its end offset: not until
+// the fetches go quiet, since on a loaded machine the first fetch can
+// take longer than any quiet period. With the control records kept, a
+// partition is read once the record at end-1 (its last commit marker) has
+// come; fn sees no control record.
+func (s *Stack) EachCommitted(ctx context.Context, t testing.TB, fn func(*kgo.Record)) {
+	t.Helper()
 	admin, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...))
 	require.NoError(t, err)
 	defer admin.Close()
@@ -100,61 +149,19 @@ func (s *Stack) liveSchemaIDs(ctx context.Context, t testing.TB) map[uint64]int 
 		kgo.KeepControlRecords(), kgo.ConsumePartitions(offsets))
 	require.NoError(t, err)
 	defer cl.Close()
-	type batch struct {
-		lo, hi uint64
-		id     int
-		dead   bool
-	}
-	batches := map[string]*batch{}
-	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for len(left) > 0 {
-		fs := cl.PollFetches(rctx)
-		require.NoError(t, rctx.Err(), "reading %s: partitions %v not read to their end", s.Topic, left)
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "reading %s: partitions %v not read to their end", s.Topic, left)
 		fs.EachError(func(_ string, _ int32, err error) { require.NoError(t, err) })
 		fs.EachRecord(func(r *kgo.Record) {
 			if r.Offset+1 >= left[r.Partition] {
 				delete(left, r.Partition)
 			}
-			if r.Attrs.IsControl() {
-				return
+			if !r.Attrs.IsControl() {
+				fn(r)
 			}
-			var id, op, rng string
-			for _, h := range r.Headers {
-				switch h.Key {
-				case encode.HeaderBatchID:
-					id = string(h.Value)
-				case encode.HeaderOp:
-					op = string(h.Value)
-				case encode.HeaderRange:
-					rng = string(h.Value)
-				}
-			}
-			b := batches[id]
-			if b == nil {
-				b = &batch{}
-				batches[id] = b
-			}
-			if r.Value == nil || op == "d" {
-				b.dead = true
-				return
-			}
-			a, z, _ := strings.Cut(rng, "-")
-			b.lo, _ = strconv.ParseUint(a, 10, 64)
-			b.hi, _ = strconv.ParseUint(z, 10, 64)
-			f, _, err := encode.ParseHeader(r.Value)
-			require.NoError(t, err)
-			b.id, _ = f.ID()
 		})
 	}
-	out := map[uint64]int{}
-	for _, b := range batches {
-		if b.dead || b.id == 0 {
-			continue
-		}
-		for n := b.lo; n <= b.hi; n++ {
-			out[n] = b.id
-		}
-	}
-	return out
 }

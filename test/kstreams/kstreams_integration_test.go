@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/amp-kafka-bridge/amp-kafka-bridge/internal/bridgetest"
@@ -157,52 +156,18 @@ func TestIntegrationKafkaStreamsChangelog(t *testing.T) {
 // the amp-op header, and its tombstones.
 func countOps(ctx context.Context, t testing.TB, s *bridgetest.Stack) map[string]int {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...))
-	require.NoError(t, err)
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, s.Topic)
-	require.NoError(t, err)
-	require.NoError(t, ends.Error())
-	offsets := map[string]map[int32]kgo.Offset{s.Topic: {}}
-	ends.Each(func(o kadm.ListedOffset) {
-		offsets[s.Topic][o.Partition] = kgo.NewOffset().AtStart()
-	})
-	// With the control records kept, a partition is read once its commit
-	// marker at end-1 has come.
-	rc, err := kgo.NewClient(kgo.SeedBrokers(s.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(), kgo.ConsumePartitions(offsets))
-	require.NoError(t, err)
-	defer rc.Close()
-	left := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			left[o.Partition] = o.Offset
+	n := map[string]int{}
+	s.EachCommitted(ctx, t, func(r *kgo.Record) {
+		if r.Value == nil {
+			n["tombstone"]++
+			return
+		}
+		for _, h := range r.Headers {
+			if h.Key == "amp-op" {
+				n[string(h.Value)]++
+			}
 		}
 	})
-	n := map[string]int{}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for len(left) > 0 {
-		fs := rc.PollFetches(ctx)
-		require.NoError(t, ctx.Err(), "reading %s: partitions %v not read to their end", s.Topic, left)
-		fs.EachError(func(_ string, _ int32, err error) { require.NoError(t, err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset+1 >= left[r.Partition] {
-				delete(left, r.Partition)
-			}
-			switch {
-			case r.Attrs.IsControl():
-			case r.Value == nil:
-				n["tombstone"]++
-			default:
-				for _, h := range r.Headers {
-					if h.Key == "amp-op" {
-						n[string(h.Value)]++
-					}
-				}
-			}
-		})
-	}
 	return n
 }
 
