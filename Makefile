@@ -187,7 +187,7 @@ ifeq ($(BENCH_SMOKE),1)
 BENCH_ENCODE_FLAGS ?= -count 1 -benchtime 20x
 BENCH_RECOVER_FLAGS ?= -benchtime 2x
 BENCH_READBACK_FLAGS ?= -count 1 -benchtime 2x
-BENCH_E2E_FLAGS ?= -perf.broker-warmup 3s -perf.warmup 5s -perf.run 5s -perf.runs 1 -perf.peer-warmup 2s -perf.python-run 5s -perf.capture 20000
+BENCH_E2E_FLAGS ?= -perf.broker-warmup 3s -perf.warmup 5s -perf.run 5s -perf.runs 1 -perf.turns 1 -perf.peer-warmup 2s -perf.python-run 5s -perf.capture 20000
 BENCH_LATENCY_FLAGS ?= -perf.reorg-samples 3 -perf.reorg-samples-deep 2 -perf.restart-samples 2
 BENCH_TAKEOVER_FLAGS ?= -perf.takeover-kills 3
 BENCH_MEMORY_FLAGS ?= -perf.memory-runs 1
@@ -197,7 +197,7 @@ else
 BENCH_ENCODE_FLAGS ?= -count 5
 BENCH_RECOVER_FLAGS ?= -benchtime 20x
 BENCH_READBACK_FLAGS ?= -count 7 -benchtime 50x
-BENCH_E2E_FLAGS ?= -perf.broker-warmup 45s -perf.warmup 60s -perf.run 30s -perf.runs 3 -perf.peer-warmup 15s -perf.python-run 60s
+BENCH_E2E_FLAGS ?= -perf.broker-warmup 45s -perf.warmup 60s -perf.run 30s -perf.runs 2 -perf.turns 2 -perf.peer-warmup 15s -perf.python-run 60s
 BENCH_LATENCY_FLAGS ?= -perf.reorg-samples 100 -perf.reorg-samples-deep 20 -perf.restart-samples 10
 BENCH_TAKEOVER_FLAGS ?= -perf.takeover-kills 20
 BENCH_MEMORY_FLAGS ?= -perf.memory-runs 3

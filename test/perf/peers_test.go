@@ -46,6 +46,10 @@ var (
 		"comma-separated peers of -perf.peers to run a second time after the others, just before the bridge's windows after its peers, "+
 			"their figure the median of both runs' windows: list such a peer first in -perf.peers, and it is measured "+
 			"before and after the others as the bridge is (for the ratio issue #13 judges)")
+	flagTurns = flag.Int("perf.turns", 0,
+		"after the peers, the bridge and each peer of -perf.peers-again take this many more turns (the bridge's -perf.runs windows, "+
+			"then the peer's), each after -perf.peer-warmup, before the bridge's last windows: the machine's drift (its neighbours, "+
+			"the broker's JVM) then falls on both in alternation rather than on whichever ran at a slow time")
 )
 
 // The environment of a peer producer started as a child of the test binary
@@ -389,10 +393,7 @@ type peerProc struct {
 // after its bridge run, each into a fresh topic with c.partitions, in that
 // order, then those of -perf.peers-again a second time.
 func runPeers(t *testing.T, e *env, c perfConfig, br broker, sim *ampsim.Server, cp *capture, dir string) []e2eResult {
-	var (
-		out   []e2eResult
-		names []string
-	)
+	var out []e2eResult
 	for p := range strings.SplitSeq(*flagPeers, ",") {
 		p = strings.TrimSpace(p)
 		if p == "" {
@@ -403,35 +404,62 @@ func runPeers(t *testing.T, e *env, c perfConfig, br broker, sim *ampsim.Server,
 		}
 		t.Run(p, func(t *testing.T) {
 			out = append(out, runPeer(t, e, c, br, sim, cp, dir, p, ""))
-			names = append(names, p)
 		})
 	}
 	// The peers to run again, after the others: with the bridge's windows
 	// before and after all the peers, theirs then straddle the same span,
 	// so the machine's drift over the run falls on both alike.
-	for p := range strings.SplitSeq(*flagPeersAgain, ",") {
-		p = strings.TrimSpace(p)
-		i := slices.Index(names, p)
-		if p == "" || i < 0 {
-			continue
-		}
-		t.Run(p+"-again", func(t *testing.T) {
-			again := runPeer(t, e, c, br, sim, cp, dir, p, "-again")
-			out[i] = out[i].merged(again)
-		})
-	}
+	runAgain(t, e, c, br, sim, cp, dir, out, "-again")
 	return out
 }
 
-// merged is r with the windows of again, a second run of the same
-// contender, added: its figures the medians of both runs' windows.
+// runAgain runs each peer of -perf.peers-again that ran in out once more,
+// its windows merged into its result; label names the run's subtest and
+// log.
+func runAgain(t *testing.T, e *env, c perfConfig, br broker, sim *ampsim.Server, cp *capture, dir string, out []e2eResult, label string) {
+	for p := range strings.SplitSeq(*flagPeersAgain, ",") {
+		p = strings.TrimSpace(p)
+		i := slices.IndexFunc(out, func(r e2eResult) bool { return r.Contender == p })
+		if p == "" || i < 0 {
+			continue
+		}
+		t.Run(p+label, func(t *testing.T) {
+			again := runPeer(t, e, c, br, sim, cp, dir, p, label)
+			out[i] = out[i].merged(again)
+		})
+	}
+}
+
+// merged is r with the windows of again, another run of the same
+// contender, added: its figures the medians of every run's windows.
 func (r e2eResult) merged(again e2eResult) e2eResult {
+	if len(r.segments) == 0 {
+		r.segments = []int{len(r.windows)}
+	}
+	r.segments = append(slices.Clone(r.segments), len(again.windows))
 	ws := append(slices.Clone(r.windows), again.windows...)
-	n1, n2 := len(r.windows), len(again.windows)
 	r.Windows, r.Load = nil, nil
 	r.fill(ws)
-	r.Method += fmt.Sprintf("; %d windows right after the bridge's first ones and %d after the other peers, just before the bridge's windows after its peers", n1, n2)
 	return r
+}
+
+// describeRuns adds to the method of each peer that ran more than once
+// the windows of each of its runs, in order: the first right after the
+// bridge's first windows, the second after the other peers, any further
+// in turns with the bridge (-perf.turns).
+func describeRuns(rs []e2eResult) {
+	for i := range rs {
+		r := &rs[i]
+		if len(r.segments) < 2 {
+			continue
+		}
+		r.Method += fmt.Sprintf("; %d windows right after the bridge's first ones and %d after the other peers", r.segments[0], r.segments[1])
+		if turns := r.segments[2:]; len(turns) > 0 {
+			r.Method += fmt.Sprintf(", then %d more run(s) of %d windows in turns with the bridge's", len(turns), turns[0])
+		} else {
+			r.Method += ", just before the bridge's windows after its peers"
+		}
+	}
 }
 
 // runPeer runs peer into a fresh topic and measures its windows; label
@@ -649,6 +677,9 @@ type e2eResult struct {
 	Profile     string   `json:"cpu_profile,omitempty"`
 	// windows are those Windows and the medians were taken from.
 	windows []window
+	// segments are the number of windows of each run, in order, when the
+	// contender ran more than once (merged).
+	segments []int
 }
 
 // fill sets the medians of ws.
@@ -735,15 +766,27 @@ func TestMergedPoolsBothRuns(t *testing.T) {
 		r.fill(ws)
 		return r
 	}
-	got := run(500, 600, 700).merged(run(100, 200, 300))
+	rs := []e2eResult{run(500, 600, 700).merged(run(100, 200, 300))}
+	describeRuns(rs)
+	got := rs[0]
 	if got.RowsPerSec != 400 {
 		t.Fatalf("rows/s %v, want the median of both runs' windows, 400", got.RowsPerSec)
 	}
 	if want := []float64{500, 600, 700, 100, 200, 300}; !slices.Equal(got.Windows, want) {
 		t.Fatalf("windows %v, want %v", got.Windows, want)
 	}
-	if len(got.Load) != 6 || !strings.Contains(got.Method, "3 windows right after the bridge's first ones and 3 after the other peers") {
+	if len(got.Load) != 6 || !strings.Contains(got.Method, "3 windows right after the bridge's first ones and 3 after the other peers, just before") {
 		t.Fatalf("load %v, method %q", got.Load, got.Method)
+	}
+	// Two turns with the bridge (-perf.turns 2): every run's windows count.
+	rs = []e2eResult{run(500, 600, 700).merged(run(100, 200, 300)).merged(run(800, 900, 1000)).merged(run(1100, 1200, 1300))}
+	describeRuns(rs)
+	got = rs[0]
+	if got.RowsPerSec != 750 || len(got.Windows) != 12 {
+		t.Fatalf("rows/s %v over %d windows, want the median of all 12, 750", got.RowsPerSec, len(got.Windows))
+	}
+	if !strings.Contains(got.Method, "after the other peers, then 2 more run(s) of 3 windows in turns with the bridge's") {
+		t.Fatalf("method %q", got.Method)
 	}
 }
 

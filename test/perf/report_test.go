@@ -53,6 +53,9 @@ type e2eFile struct {
 	PeerWarmup string `json:"peer_warmup"`
 	// BrokerWarmup is -perf.broker-warmup ("0s": none).
 	BrokerWarmup string `json:"broker_warmup,omitempty"`
+	// Turns is -perf.turns: the bridge's and the peers run again's turns
+	// in alternation after the other peers.
+	Turns int `json:"turns,omitempty"`
 }
 
 // figure is one line of the report: ours beside a peer.
@@ -882,6 +885,11 @@ func renderMarkdown(rep *report) string {
 					"the broker's drift over the run (its JVM, its log) does not fall on one side; a peer whose method says it ran twice ran first and\n"+
 					"again after the other peers, its figure the median of both runs' windows. Rows/s are counted from the topic's last stable offsets\n"+
 					"(read_committed); CPU from /proc of each process.\n", rep.E2E.Runs, rep.E2E.Run, rep.E2E.Warmup, fresh, rep.E2E.PeerWarmup, rep.E2E.PeerWarmup)
+				if n := rep.E2E.Turns; n > 0 {
+					w("Between those, after the other peers, the bridge and the peer run again took %d more turns each (the bridge's windows, then\n"+
+						"the peer's, each after %s of warm-up): the same windows for both, alternated, so that a slow spell of the machine (its\n"+
+						"neighbours, the broker's JVM) does not fall on one of them only.\n", n, rep.E2E.PeerWarmup)
+				}
 				w("The Python figure reproduces the Amp Python SDK Kafka loader's loop (see its method above); it is not the SDK's own code.\n\n")
 			}
 		case "latency":
