@@ -166,10 +166,11 @@ bench-go:
 # end-to-end part warms the broker (a franz-go transactional producer, 45 s; the broker's log is on tmpfs, see test/perf -perf.broker-log-dir), then runs the bridge and then its peers (franz-go
 # transactional, kcat idempotent and default, franz-go idempotent, the Python loader's loop, then
 # franz-go transactional again: BENCH_PEERS_AGAIN) on one fresh broker
-# per partition count, then the bridge again (resumed, 15 s + 3 × 30 s) so that its figure, the
-# median of its 6 windows, is not only the broker's first, and the figure of franz-go
-# transactional (issue #13's peer) spans the same stretch of the run; its defaults (60 s warm-up, 3 × 30 s
-# windows, peers 15 s + 3 × 30 s) give a warm JVM. The takeover part (test/perf TestTakeover) runs 3 bridge processes in cluster
+# per partition count, then the bridge (resumed) and franz-go transactional take 2 more turns
+# each (-perf.turns 2), then the bridge runs last, so that the figures of both, the medians of
+# their 8 windows, come from the same stretch of the run in alternation and not from whichever
+# ran in a slow spell of the machine; its defaults (60 s warm-up, 2 × 30 s windows, every later
+# run 15 s + 2 × 30 s) give a warm JVM. The takeover part (test/perf TestTakeover) runs 3 bridge processes in cluster
 # mode and kill -9s a stream's owner 20 times (≈10 min; 3 with BENCH_SMOKE=1), then a rolling
 # restart, then its peer (bare franz-go group members). BENCH_SMOKE=1 runs every part for
 # seconds (a check, not figures).
